@@ -1,0 +1,28 @@
+"""specviz: speculative decoding you can see and verify."""
+
+from .drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
+from .engine import GenerationResult, autoregressive_generate, speculative_generate
+from .sampling import SamplingParams, logits_to_probs
+from .toy import ToyLM, exact_continuation_law, toy_pair
+from .trace import Trace, TraceFormatError
+from .verify import VERIFIERS
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Draft",
+    "Drafter",
+    "GenerationResult",
+    "ModelDrafter",
+    "PromptLookupDrafter",
+    "SamplingParams",
+    "ToyLM",
+    "Trace",
+    "TraceFormatError",
+    "VERIFIERS",
+    "autoregressive_generate",
+    "exact_continuation_law",
+    "logits_to_probs",
+    "speculative_generate",
+    "toy_pair",
+]

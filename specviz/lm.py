@@ -1,0 +1,94 @@
+"""A stateful view of a causal LM: feed tokens, get logits, crop back.
+
+The engine talks to every model (transformers models, toy models, anything else) through
+this tiny interface so that rollback is one call: the KV cache is indexed by position,
+and dropping rejected drafts is ``crop(length)`` -- no recomputation of the prefix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["LMRunner", "HFRunner", "as_runner", "vocab_size_of"]
+
+
+@runtime_checkable
+class LMRunner(Protocol):
+    """One sequence's worth of model state (batch size 1)."""
+
+    length: int  # number of tokens whose keys/values are cached
+    device: torch.device
+
+    def extend(self, tokens: torch.Tensor, num_logits: int) -> torch.Tensor:
+        """Append ``tokens`` ([n] int64) and return float32 logits for the last
+        ``num_logits`` of them ([num_logits, V]); row i predicts the token after
+        the (n - num_logits + i)-th new token."""
+        ...
+
+    def crop(self, length: int) -> None:
+        """Forget everything after the first ``length`` tokens."""
+        ...
+
+    def reset(self) -> None: ...
+
+
+class HFRunner:
+    """:class:`LMRunner` over a transformers causal LM with a ``DynamicCache``."""
+
+    def __init__(self, model: Any) -> None:
+        from transformers import DynamicCache
+
+        self.model = model
+        self._cache_cls = DynamicCache
+        self.device = next(model.parameters()).device
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache = self._cache_cls(config=self.model.config)
+        self.length = 0
+
+    @torch.inference_mode()
+    def extend(self, tokens: torch.Tensor, num_logits: int) -> torch.Tensor:
+        ids = tokens.to(self.device, torch.long).view(1, -1)  # [1, n]
+        out = self.model(
+            input_ids=ids,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=num_logits,
+        )
+        self.cache = out.past_key_values
+        self.length += ids.shape[1]
+        return out.logits[0, -num_logits:].float()  # [num_logits, V]
+
+    def crop(self, length: int) -> None:
+        remove = self.length - length
+        if remove < 0:
+            raise ValueError(f"cannot crop a cache of {self.length} tokens to {length}")
+        if remove:
+            # transformers 5.x: a negative count removes that many trailing positions.
+            self.cache.crop(-remove)
+        self.length = length
+
+
+def as_runner(model: Any) -> LMRunner:
+    """Wrap ``model`` in a fresh runner (toy models provide ``make_runner`` themselves)."""
+    if hasattr(model, "make_runner"):
+        return model.make_runner()
+    if isinstance(model, torch.nn.Module) and hasattr(model, "config"):
+        return HFRunner(model)
+    raise TypeError(
+        f"expected a transformers causal LM, a specviz toy model or a drafter, got {type(model).__name__}"
+    )
+
+
+def vocab_size_of(model: Any) -> int | None:
+    """The width of the model's logits, when it can be known without a forward pass."""
+    if hasattr(model, "vocab_size") and isinstance(model.vocab_size, int):
+        return model.vocab_size
+    emb = getattr(model, "get_output_embeddings", lambda: None)()
+    if emb is not None and hasattr(emb, "weight"):
+        return int(emb.weight.shape[0])
+    cfg = getattr(model, "config", None)
+    return getattr(cfg, "vocab_size", None)

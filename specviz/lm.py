@@ -7,6 +7,7 @@ and dropping rejected drafts is ``crop(length)`` -- no recomputation of the pref
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -43,6 +44,9 @@ class HFRunner:
         self.model = model
         self._cache_cls = DynamicCache
         self.device = next(model.parameters()).device
+        # transformers renamed ``past_key_values`` to ``cache`` (5.2x); use what forward takes.
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self.reset()
 
     def reset(self) -> None:
@@ -54,11 +58,10 @@ class HFRunner:
         ids = tokens.to(self.device, torch.long).view(1, -1)  # [1, n]
         out = self.model(
             input_ids=ids,
-            past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=num_logits,
+            **{self._cache_kw: self.cache},
         )
-        self.cache = out.past_key_values
         self.length += ids.shape[1]
         return out.logits[0, -num_logits:].float()  # [num_logits, V]
 

@@ -8,7 +8,7 @@ consumer -- draft, target, bonus token, residual and the plain baseline -- goes 
 
 The processing matches transformers' ``generate``: temperature, then top-k, then top-p,
 each with ``min_tokens_to_keep=1``, and each skipped exactly where ``generate`` skips it
-(temperature == 1, top_k in (None, 0), top_p in (None, 1.0)).
+(temperature == 1, top_k None, top_p in (None, 1.0)).
 """
 
 from __future__ import annotations
@@ -39,12 +39,10 @@ class SamplingParams:
                     "(use do_sample=False for greedy decoding)"
                 )
         if self.top_k is not None and (
-            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
         ):
-            raise ValueError(f"top_k must be a positive integer or None, got {self.top_k!r}")
-        if self.top_k is not None and self.top_k == 0:
-            # transformers treats top_k=0 as "off"; keep that meaning but normalise it.
-            object.__setattr__(self, "top_k", None)
+            # transformers reads top_k=0 as "off"; we refuse it so "off" is spelled None.
+            raise ValueError(f"top_k must be an integer >= 1 or None (no top-k), got {self.top_k!r}")
         if self.top_p is not None:
             p = self.top_p
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 < p <= 1.0):

@@ -12,9 +12,9 @@ import collections
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 import specviz as sv
+from specviz.stats import grouped_goodness_of_fit
 from specviz.toy import ToyLM
 from specviz.verify import VerifierSpec, _lossless_core, _gathered
 
@@ -36,37 +36,7 @@ N = 20_000
 
 
 def grouped_chisquare(groups: dict, law_of) -> float:
-    """Pearson test pooled over independent groups (e.g. one per conditioning prefix).
-
-    ``groups`` maps a key to a Counter of outcomes; ``law_of(key)`` gives the exact law
-    (a probability vector). Cells with expected count < 5 are pooled into a tail per group;
-    an observed outcome of probability 0 rejects outright.
-    """
-    stat, dof = 0.0, 0
-    for key, counter in groups.items():
-        n = sum(counter.values())
-        probs = np.asarray(law_of(key), dtype=float)
-        obs = np.zeros_like(probs)
-        for tok, c in counter.items():
-            obs[tok] += c
-        if (obs[probs == 0] > 0).any():
-            return 0.0
-        exp = probs * n
-        big = exp >= 5
-        o = np.append(obs[big], obs[~big].sum())
-        e = np.append(exp[big], exp[~big].sum())
-        if e[-1] < 5:  # tail too thin: fold it into the smallest kept cell
-            if len(o) < 3:
-                continue
-            j = int(np.argmin(e[:-1]))
-            o[j] += o[-1]
-            e[j] += e[-1]
-            o, e = o[:-1], e[:-1]
-        if len(o) < 2:
-            continue
-        stat += float(((o - e) ** 2 / e).sum())
-        dof += len(o) - 1
-    return float(stats.chi2.sf(stat, dof))
+    return grouped_goodness_of_fit(groups, law_of).pvalue
 
 
 def continuation_pvalue(target, draft, verifier, params, *, gamma, length, prompt=(0,), n=N, seed=0):

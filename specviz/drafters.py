@@ -102,7 +102,10 @@ class ModelDrafter:
             raise ValueError(f"unknown draft mode {mode!r}; choose from {DRAFT_MODES}")
         self.model = model
         self.mode = mode
-        self.name = name or f"model:{getattr(getattr(model, 'config', None), 'name_or_path', type(model).__name__)}"
+        self.name = (
+            name
+            or f"model:{getattr(getattr(model, 'config', None), 'name_or_path', type(model).__name__)}"
+        )
         self.runner: LMRunner = as_runner(model)
         self.params = SamplingParams()
         self._fed = torch.empty(0, dtype=torch.long)  # tokens in the runner's cache
@@ -181,9 +184,7 @@ def as_drafter(draft: Any, *, mode: str = "exact") -> Drafter:
         if mode != "exact":
             if isinstance(draft, ModelDrafter):
                 return ModelDrafter(draft.model, mode=mode, name=draft.name)
-            raise ValueError(
-                f"draft mode {mode!r} needs a model draft, not {type(draft).__name__}"
-            )
+            raise ValueError(f"draft mode {mode!r} needs a model draft, not {type(draft).__name__}")
         return draft
     return ModelDrafter(draft, mode=mode)
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from .drafters import Draft, as_drafter
-from .lm import as_runner
+from .lm import as_runner, vocab_size_of
 from .sampling import SamplingParams, check_logits, logits_to_probs, sample
 from .trace import DraftPosition, Step, Trace, TraceSummary
 from .verify import Verdict, get_verifier
@@ -75,12 +75,18 @@ def _prompt_tensor(input_ids: Any) -> torch.Tensor:
             raise ValueError(f"input_ids must be integer token ids, got dtype {t.dtype}")
         t = t.detach().to("cpu", torch.long)
     elif isinstance(input_ids, Sequence) and not isinstance(input_ids, (str, bytes)):
-        flat = list(input_ids[0]) if input_ids and isinstance(input_ids[0], Sequence) else list(input_ids)
+        flat = (
+            list(input_ids[0])
+            if input_ids and isinstance(input_ids[0], Sequence)
+            else list(input_ids)
+        )
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in flat):
             raise ValueError("input_ids must contain integer token ids")
         t = torch.tensor(flat, dtype=torch.long)
     else:
-        raise TypeError(f"input_ids must be a tensor or a list of ints, got {type(input_ids).__name__}")
+        raise TypeError(
+            f"input_ids must be a tensor or a list of ints, got {type(input_ids).__name__}"
+        )
     if t.numel() == 0:
         raise ValueError("input_ids is empty: the prompt needs at least one token (e.g. BOS)")
     if int(t.min()) < 0:
@@ -168,14 +174,29 @@ def autoregressive_generate(
         t1 = time.perf_counter()
         new.append(tok)
         times.append(t1 - t_start)
-        steps.append(Step(len(steps), len(new) - 1, 0, 0, (tok,), "target", 0.0, t1 - t0, t1 - t_start))
+        steps.append(
+            Step(len(steps), len(new) - 1, 0, 0, (tok,), "target", 0.0, t1 - t0, t1 - t_start)
+        )
         if tok in eos:
             break
         pending = torch.tensor([tok], dtype=torch.long)
     total = time.perf_counter() - t_start
-    meta = {"kind": "autoregressive", "params": params.__dict__, "seed": seed, "prompt_length": prompt.numel()}
+    meta = {
+        "kind": "autoregressive",
+        "params": params.__dict__,
+        "seed": seed,
+        "prompt_length": prompt.numel(),
+    }
     return GenerationResult(
-        new, Trace(tuple(steps), meta), prompt.numel(), len(steps), (), (), tuple(times), total, seed
+        new,
+        Trace(tuple(steps), meta),
+        prompt.numel(),
+        len(steps),
+        (),
+        (),
+        tuple(times),
+        total,
+        seed,
     )
 
 
@@ -214,6 +235,7 @@ def speculative_generate(
     runner = as_runner(target)
     device = runner.device
     gen, seed = _generator(seed, device)
+    _check_vocab_sizes(target, drafter)
     if hasattr(drafter, "start"):
         drafter.start(prompt, params)
 
@@ -246,6 +268,11 @@ def speculative_generate(
                     f"vocabulary mismatch: draft logits have {q_draft.shape[-1]} entries, "
                     f"target logits {p_target.shape[-1]}; draft and target must share a tokenizer"
                 )
+        if k and int(d.tokens.max()) >= p_target.shape[-1]:
+            raise ValueError(
+                f"drafter proposed token id {int(d.tokens.max())}, outside the target's "
+                f"vocabulary of {p_target.shape[-1]}"
+            )
         v = spec.verify(d.tokens, q_draft, p_target, gen)
         n = v.num_accepted
         runner.crop(context.numel() + n)  # keep context + accepted drafts
@@ -257,9 +284,7 @@ def speculative_generate(
         committed = d.tokens[:n].tolist() + [v.next_token]
         committed, done = _truncate(committed, room, eos)
         context = torch.cat([context, torch.tensor(committed, dtype=torch.long)])
-        positions = (
-            _positions(len(new), d, q_draft, p_target, v, committed) if trace else ()
-        )
+        positions = _positions(len(new), d, q_draft, p_target, v, committed) if trace else ()
         steps.append(
             Step(
                 step=len(steps),
@@ -304,6 +329,18 @@ def speculative_generate(
         total,
         seed,
     )
+
+
+def _check_vocab_sizes(target: Any, drafter: Any) -> None:
+    draft_model = getattr(drafter, "model", None)
+    if draft_model is None:
+        return
+    vt, vd = vocab_size_of(target), vocab_size_of(draft_model)
+    if vt is not None and vd is not None and vt != vd:
+        raise ValueError(
+            f"vocabulary mismatch: draft logits have {vd} entries, target logits {vt}; "
+            "draft and target must share a tokenizer (see specviz.models.check_vocab)"
+        )
 
 
 def _positions(

@@ -42,7 +42,9 @@ class SamplingParams:
             isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
         ):
             # transformers reads top_k=0 as "off"; we refuse it so "off" is spelled None.
-            raise ValueError(f"top_k must be an integer >= 1 or None (no top-k), got {self.top_k!r}")
+            raise ValueError(
+                f"top_k must be an integer >= 1 or None (no top-k), got {self.top_k!r}"
+            )
         if self.top_p is not None:
             p = self.top_p
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 < p <= 1.0):

@@ -532,7 +532,6 @@ def goodness_of_fit(
     )
 
 
-
 @dataclass(frozen=True, eq=False)
 class GroupedGofResult(_Result):
     """Goodness of fit pooled over independent groups (e.g. one per conditioning prefix).
@@ -602,6 +601,7 @@ def grouped_goodness_of_fit(
         parts=tuple(parts),
         skipped=tuple(skipped),
     )
+
 
 def _chunks(total: int, size: int) -> Iterable[int]:
     while total > 0:

@@ -105,9 +105,7 @@ def verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
     match = tokens.to(top.device) == top[:k]
     n = _first_false(match)
     nan = torch.full((k,), float("nan"), device=p_target.device)
-    return Verdict(
-        n, int(top[n]), "bonus" if n == k else "corrected", match.float(), nan, None
-    )
+    return Verdict(n, int(top[n]), "bonus" if n == k else "corrected", match.float(), nan, None)
 
 
 # --- the bug zoo ---------------------------------------------------------------------

@@ -68,7 +68,10 @@ class MemoRunner:
         self.tokens.extend(int(t) for t in tokens.tolist())
         n = len(self.tokens)
         return torch.stack(
-            [self.lm.next_logits(tuple(self.tokens[:end])) for end in range(n - num_logits + 1, n + 1)]
+            [
+                self.lm.next_logits(tuple(self.tokens[:end]))
+                for end in range(n - num_logits + 1, n + 1)
+            ]
         )
 
     def crop(self, length: int) -> None:

@@ -101,8 +101,17 @@ def _two_token_samples(target, draft, ids, setting, verifier="lossless", n=N_SAM
     return [
         tuple(
             sv.speculative_generate(
-                target, draft, ids, gamma=2, max_new_tokens=2, do_sample=True,
-                temperature=temperature, top_k=top_k, top_p=top_p, seed=g, trace=False,
+                target,
+                draft,
+                ids,
+                gamma=2,
+                max_new_tokens=2,
+                do_sample=True,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=g,
+                trace=False,
                 verifier=verifier,
             ).new_tokens
         )
@@ -113,13 +122,13 @@ def _two_token_samples(target, draft, ids, setting, verifier="lossless", n=N_SAM
 def _token_law_pvalues(target, ids, samples, setting):
     first = collections.Counter(s[0] for s in samples)
     p1 = _hf_law(target.next_logits(tuple(ids)), *setting)
-    r1 = goodness_of_fit(torch.bincount(torch.tensor([s[0] for s in samples]), minlength=p1.numel()), p1)
+    r1 = goodness_of_fit(
+        torch.bincount(torch.tensor([s[0] for s in samples]), minlength=p1.numel()), p1
+    )
     second: dict = collections.defaultdict(collections.Counter)
     for a, b in samples:
         second[a][b] += 1
-    r2 = grouped_goodness_of_fit(
-        second, lambda a: _hf_law(target.next_logits((*ids, a)), *setting)
-    )
+    r2 = grouped_goodness_of_fit(second, lambda a: _hf_law(target.next_logits((*ids, a)), *setting))
     assert len(first) > 1
     return r1.pvalue, r2.pvalue
 
@@ -149,8 +158,15 @@ def test_same_seed_same_tokens_and_trace(smollm2, prompts):
     model, tok = smollm2
     runs = [
         sv.speculative_generate(
-            model, EarlyExitDrafter(model, 24), prompts[0], gamma=3, max_new_tokens=24,
-            do_sample=True, temperature=0.9, top_k=40, seed=1234,
+            model,
+            EarlyExitDrafter(model, 24),
+            prompts[0],
+            gamma=3,
+            max_new_tokens=24,
+            do_sample=True,
+            temperature=0.9,
+            top_k=40,
+            seed=1234,
         )
         for _ in range(2)
     ]
@@ -158,8 +174,15 @@ def test_same_seed_same_tokens_and_trace(smollm2, prompts):
     assert runs[0].new_tokens == runs[1].new_tokens
     assert a.equals(b)
     other = sv.speculative_generate(
-        model, EarlyExitDrafter(model, 24), prompts[0], gamma=3, max_new_tokens=24,
-        do_sample=True, temperature=0.9, top_k=40, seed=4321,
+        model,
+        EarlyExitDrafter(model, 24),
+        prompts[0],
+        gamma=3,
+        max_new_tokens=24,
+        do_sample=True,
+        temperature=0.9,
+        top_k=40,
+        seed=4321,
     )
     assert other.new_tokens != runs[0].new_tokens  # the seed is really used
 

@@ -16,7 +16,7 @@ import torch
 import specviz as sv
 from specviz.stats import grouped_goodness_of_fit
 from specviz.toy import ToyLM
-from specviz.verify import VerifierSpec, _lossless_core, _gathered
+from specviz.verify import VerifierSpec, _gathered, _lossless_core
 
 ALPHA = 1e-3
 
@@ -39,7 +39,9 @@ def grouped_chisquare(groups: dict, law_of) -> float:
     return grouped_goodness_of_fit(groups, law_of).pvalue
 
 
-def continuation_pvalue(target, draft, verifier, params, *, gamma, length, prompt=(0,), n=N, seed=0):
+def continuation_pvalue(
+    target, draft, verifier, params, *, gamma, length, prompt=(0,), n=N, seed=0
+):
     law = sv.exact_continuation_law(target, list(prompt), length, params)
     keys = sorted(law)
     index = {k: i for i, k in enumerate(keys)}
@@ -48,9 +50,18 @@ def continuation_pvalue(target, draft, verifier, params, *, gamma, length, promp
     impossible = 0
     for _ in range(n):
         r = sv.speculative_generate(
-            target, draft, list(prompt), gamma=gamma, max_new_tokens=length,
-            do_sample=True, temperature=params.temperature, top_k=params.top_k,
-            top_p=params.top_p, seed=g, trace=False, verifier=verifier,
+            target,
+            draft,
+            list(prompt),
+            gamma=gamma,
+            max_new_tokens=length,
+            do_sample=True,
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            seed=g,
+            trace=False,
+            verifier=verifier,
         )
         i = index.get(tuple(r.new_tokens))
         if i is None:
@@ -118,8 +129,14 @@ def _first_step_samples(target, draft, verifier, gamma, n, seed=0):
     out = []
     for _ in range(n):
         r = sv.speculative_generate(
-            target, draft, [0], gamma=gamma, max_new_tokens=gamma + 1,
-            do_sample=True, seed=g, verifier=verifier,
+            target,
+            draft,
+            [0],
+            gamma=gamma,
+            max_new_tokens=gamma + 1,
+            do_sample=True,
+            seed=g,
+            verifier=verifier,
         )
         out.append(r.trace.steps[0])
     return out
@@ -161,7 +178,10 @@ def _bonus_off_by_one(tokens, q_draft, p_target, generator):
 
 @pytest.mark.parametrize(
     "verifier, ok",
-    [("lossless", True), (VerifierSpec("bonus_off_by_one", _bonus_off_by_one, False, "test"), False)],
+    [
+        ("lossless", True),
+        (VerifierSpec("bonus_off_by_one", _bonus_off_by_one, False, "test"), False),
+    ],
 )
 def test_bonus_token_follows_the_target(verifier, ok):
     target, draft = PAIR

@@ -6,6 +6,10 @@ A drafter is a tiny protocol (as in transformers' ``CandidateGenerator``)::
     feedback(num_accepted)                      # optional bookkeeping
     start(prompt, params)                       # optional: called once per generation
 
+A drafter that sets ``wants_target_hidden = True`` also receives
+``observe_target(tokens, hidden)`` after each verification: the target's final hidden states
+([m, H]) of the tokens the target kept, for feature-level (EAGLE-style) drafting.
+
 ``q_draft`` is the distribution each proposed token was *actually sampled from*, one row per
 token. A drafter that proposes deterministically (n-gram lookup, argmax) returns ``None`` and
 the verifier treats each token as a point mass. The engine never needs to know which drafter

@@ -238,6 +238,8 @@ def speculative_generate(
     _check_vocab_sizes(target, drafter)
     if hasattr(drafter, "start"):
         drafter.start(prompt, params)
+    # Feature-level drafters (EAGLE-style) read the target's final hidden states.
+    wants_hidden = bool(getattr(drafter, "wants_target_hidden", False))
 
     context = prompt.clone()  # [T] on CPU: prompt + everything committed so far
     new: list[int] = []
@@ -257,7 +259,11 @@ def speculative_generate(
         t1 = time.perf_counter()
 
         pending = context[runner.length :]
-        logits = runner.extend(torch.cat([pending, d.tokens]), k + 1)  # [k+1, V]
+        fed = torch.cat([pending, d.tokens])
+        if wants_hidden:
+            logits, hidden = runner.extend(fed, k + 1, return_hidden=True)  # [k+1,V], [m,H]
+        else:
+            logits = runner.extend(fed, k + 1)  # [k+1, V]
         check_logits(logits, "target")
         p_target = logits_to_probs(logits, params)  # [k+1, V]
         q_draft = d.q_draft
@@ -278,6 +284,9 @@ def speculative_generate(
         runner.crop(context.numel() + n)  # keep context + accepted drafts
         if hasattr(drafter, "feedback"):
             drafter.feedback(n)
+        if wants_hidden:  # features of the tokens the target keeps: pending + accepted
+            kept = pending.numel() + n
+            drafter.observe_target(fed[:kept], hidden[:kept])
         _sync(device)
         t2 = time.perf_counter()
 

@@ -54,8 +54,12 @@ class HFRunner:
         self.length = 0
 
     @torch.inference_mode()
-    def extend(self, tokens: torch.Tensor, num_logits: int) -> torch.Tensor:
+    def extend(self, tokens: torch.Tensor, num_logits: int, return_hidden: bool = False):
+        """See :class:`LMRunner`. With ``return_hidden`` also return the final (normed)
+        hidden states of all new tokens, [n, H] -- what feature-level drafters consume."""
         ids = tokens.to(self.device, torch.long).view(1, -1)  # [1, n]
+        if return_hidden:
+            return self._extend_hidden(ids, num_logits)
         out = self.model(
             input_ids=ids,
             use_cache=True,
@@ -64,6 +68,14 @@ class HFRunner:
         )
         self.length += ids.shape[1]
         return out.logits[0, -num_logits:].float()  # [num_logits, V]
+
+    def _extend_hidden(self, ids: torch.Tensor, num_logits: int):
+        base = self.model.get_decoder() if hasattr(self.model, "get_decoder") else self.model.model
+        head = self.model.get_output_embeddings()
+        out = base(input_ids=ids, use_cache=True, **{self._cache_kw: self.cache})
+        hidden = out.last_hidden_state[0]  # [n, H]
+        self.length += ids.shape[1]
+        return head(hidden[-num_logits:]).float(), hidden
 
     def crop(self, length: int) -> None:
         remove = self.length - length

@@ -11,8 +11,8 @@ same per-row verifier code, so row ``i`` reproduces the serial run with ``seed=s
 (up to floating-point differences between batched and single-row matmuls) and is lossless
 by construction. The batch buys speed where it matters -- the model forward passes.
 
-Rows share one prompt (what sampling-based consistency checks need); every row runs until
-``max_new_tokens`` or its own EOS.
+Rows share one prompt (what sampling-based consistency checks need): it is prefilled once
+and its KV cache copied to every row. Every row runs until ``max_new_tokens`` or its EOS.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class BatchResult:
     model_calls: int  # batched target calls
     total_time: float
     seeds: list[int]
+    # With record=True: for every emitted token, the target's (processed) probability of it
+    # and the probability mass ranked above it -- enough for log-probabilities and the
+    # randomized PIT without a second teacher-forcing pass.
+    token_probs: list[list[float]] | None = None
+    mass_above: list[list[float]] | None = None
 
     @property
     def tokens_per_second(self) -> float:
@@ -85,6 +90,19 @@ class _BatchRunner:
         )
         return out.logits[:, -num_logits:].float()
 
+    def prefill_shared(self, prompt: torch.Tensor) -> None:
+        """Run the common prompt once (batch 1) and copy its KV cache to every row."""
+        batch = self.mask.shape[0]
+        with torch.inference_mode():
+            self.model(
+                input_ids=prompt.view(1, -1).to(self.device),
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_kw: self.cache},
+            )
+        self.cache.batch_repeat_interleave(batch)
+        self.mask = torch.ones(batch, prompt.numel(), dtype=torch.bool, device=self.device)
+
     def trim(self) -> None:
         """Drop trailing columns that are holes in every row (cheap crop)."""
         alive = self.mask.any(0).nonzero()
@@ -112,10 +130,15 @@ class _ToyBatchRunner:
         for b in range(self.tokens.shape[0]):
             out = []
             for col in range(L - num_logits, L):
-                ctx = self.tokens[b, : col + 1][self.mask[b, : col + 1]].tolist()
+                ctx = tuple(self.tokens[b, : col + 1][self.mask[b, : col + 1]].tolist())
                 out.append(self.model.next_logits(ctx))
             rows.append(torch.stack(out))
         return torch.stack(rows)  # [B, num_logits, V]
+
+    def prefill_shared(self, prompt: torch.Tensor) -> None:
+        batch = self.mask.shape[0]
+        self.tokens = prompt.view(1, -1).expand(batch, -1).clone()
+        self.mask = torch.ones(batch, prompt.numel(), dtype=torch.bool)
 
     def trim(self) -> None:
         pass
@@ -125,6 +148,25 @@ def _batch_runner(model: Any, batch: int):
     if hasattr(model, "make_runner"):  # toy models
         return _ToyBatchRunner(model, batch)
     return _BatchRunner(model, batch)
+
+
+def _start(runners, prompt: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill all but the last prompt token once, shared by every row; return the pending
+    last token ([B, 1]) and its validity."""
+    if prompt.numel() > 1:
+        for r in runners:
+            r.prefill_shared(prompt[:-1])
+    return prompt[-1:].expand(batch, 1), torch.ones(batch, 1, dtype=torch.bool)
+
+
+def _rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float], list[float]]:
+    """probs [c, V], tokens [c] -> (p(token), mass of tokens ranked above it), where the
+    ranking is by probability, ties broken by id (the order of randomized_pit)."""
+    tok = tokens.to(probs.device).view(-1, 1)
+    px = probs.gather(1, tok)  # [c, 1]
+    ids = torch.arange(probs.shape[1], device=probs.device).view(1, -1)
+    above = (probs > px) | ((probs == px) & (ids < tok))
+    return px.view(-1).tolist(), (probs * above).sum(1).tolist()
 
 
 def _generators(seed: int, n: int, device: torch.device) -> list[torch.Generator]:
@@ -143,6 +185,7 @@ def autoregressive_generate_batch(
     top_p: float | None = None,
     seed: int = 0,
     eos_token_id: int | Sequence[int] | None = None,
+    record: bool = False,
 ) -> BatchResult:
     """``num_sequences`` standard samples of one prompt; row i == serial run with seed+i."""
     params = SamplingParams(do_sample, temperature, top_k, top_p)
@@ -153,9 +196,11 @@ def autoregressive_generate_batch(
     runner = _batch_runner(target, B)
     gens = _generators(seed, B, runner.device)
     seqs: list[list[int]] = [[] for _ in range(B)]
+    probs_rec: list[list[float]] = [[] for _ in range(B)]
+    above_rec: list[list[float]] = [[] for _ in range(B)]
     active = [max_new_tokens > 0] * B
     t0 = time.perf_counter()
-    tokens, valid = prompt.expand(B, -1), torch.ones(B, prompt.numel(), dtype=torch.bool)
+    tokens, valid = _start([runner], prompt, B)
     calls = 0
     while any(active):
         logits = runner.extend(tokens, valid, 1)[:, -1]  # [B, V]
@@ -169,10 +214,21 @@ def autoregressive_generate_batch(
             tok = int(probs[b].argmax()) if params.is_greedy else int(sample(probs[b], gens[b]))
             seqs[b].append(tok)
             nxt[b, 0] = tok
+            if record:
+                px, above = _rank_stats(probs[b : b + 1], nxt[b])
+                probs_rec[b] += px
+                above_rec[b] += above
             active[b] = len(seqs[b]) < max_new_tokens and tok not in eos
         tokens, valid = nxt, torch.tensor(active).view(B, 1)
     return BatchResult(
-        seqs, [()] * B, [()] * B, calls, time.perf_counter() - t0, [seed + i for i in range(B)]
+        seqs,
+        [()] * B,
+        [()] * B,
+        calls,
+        time.perf_counter() - t0,
+        [seed + i for i in range(B)],
+        probs_rec if record else None,
+        above_rec if record else None,
     )
 
 
@@ -191,6 +247,7 @@ def speculative_generate_batch(
     seed: int = 0,
     eos_token_id: int | Sequence[int] | None = None,
     verifier: str = "lossless",
+    record: bool = False,
 ) -> BatchResult:
     """``num_sequences`` speculative samples of one prompt with a model draft, batched.
 
@@ -211,12 +268,12 @@ def speculative_generate_batch(
     gens = _generators(seed, B, t_run.device)
 
     seqs: list[list[int]] = [[] for _ in range(B)]
+    probs_rec: list[list[float]] = [[] for _ in range(B)]
+    above_rec: list[list[float]] = [[] for _ in range(B)]
     acc_counts: list[list[int]] = [[] for _ in range(B)]
     drf_counts: list[list[int]] = [[] for _ in range(B)]
     active = [max_new_tokens > 0] * B
-    T = prompt.numel()
-    t_pending = prompt.expand(B, -1)  # what the target has not seen yet
-    t_valid = torch.ones(B, T, dtype=torch.bool)
+    t_pending, t_valid = _start([t_run, d_run], prompt, B)  # what each has not seen yet
     d_pending, d_valid = t_pending, t_valid
     calls = 0
     t0 = time.perf_counter()
@@ -270,6 +327,11 @@ def speculative_generate_batch(
                     committed = committed[: j + 1]
                     break
             seqs[b].extend(committed)
+            if record:
+                c = len(committed)
+                px, above = _rank_stats(p_all[b, :c], torch.tensor(committed))
+                probs_rec[b] += px
+                above_rec[b] += above
             acc_counts[b].append(n)
             drf_counts[b].append(k)
             active[b] = len(seqs[b]) < max_new_tokens and committed[-1] not in eos
@@ -292,4 +354,6 @@ def speculative_generate_batch(
         calls,
         time.perf_counter() - t0,
         [seed + i for i in range(B)],
+        probs_rec if record else None,
+        above_rec if record else None,
     )

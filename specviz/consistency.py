@@ -325,7 +325,7 @@ def greedy_check(
         spec = speculative_generate(
             target, draft, ids, gamma=gamma, verifier=verifier, trace=False, **kw
         ).new_tokens
-        i = next((j for j, (a, b) in enumerate(zip(ref, spec)) if a != b), None)
+        i = next((j for j, (a, b) in enumerate(zip(ref, spec, strict=False)) if a != b), None)
         margins.append(None if i is None else _margin(target, ids + ref[:i]))
         specs.append(tuple(spec))
         refs.append(tuple(ref))

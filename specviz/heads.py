@@ -30,7 +30,6 @@ bookkeeping.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -167,9 +166,7 @@ def training_time_test_mask(T: int, step: int, device: Any = None) -> torch.Tens
     blocks = [j <= i - step + 1]
     for r in range(2, step + 1):
         blocks.append(j == i - step + r)
-    m = torch.cat(blocks, dim=1)
-    m[:, 0] |= ~m.any(dim=1)  # slots without a valid context (i < s-1) are masked out of the loss
-    return m
+    return torch.cat(blocks, dim=1)  # slots i < s-1 have no valid input; leave them out of losses
 
 
 # -- files ---------------------------------------------------------------------------------
@@ -277,6 +274,7 @@ class HeadDrafter:
         self._k: torch.Tensor | None = None  # [1, kv, S, d] head cache over slots 0..S-1
         self._v: torch.Tensor | None = None
         self._true_slots = 0  # cache slots built from true features only
+        self._last_out: torch.Tensor | None = None  # [1, H] head output of the last true slot
 
     def start(self, prompt: torch.Tensor, params: SamplingParams) -> None:
         self.params = params
@@ -302,10 +300,11 @@ class HeadDrafter:
         # slots run to min(F, N-1) - 1.
         last = min(F_, len(ctx) - 1)
         new = range(self._true_slots, last)
-        out = self._feed(
-            torch.stack([self._feats[i] for i in new]), torch.tensor(ctx[1 + new.start : 1 + last])
-        )
+        if len(new):
+            feats = torch.stack([self._feats[i] for i in new])  # [n, H]
+            self._last_out = self._feed(feats, torch.tensor(ctx[1 + new.start : 1 + last]))[-1:]
         self._true_slots = last
+        out = self._last_out  # [1, H]
         tokens, qs = [], []
         for i in range(k):
             feat = self.final_norm(out[-1])  # [H] predicted feature of the next token
@@ -341,11 +340,3 @@ class HeadDrafter:
             return j, probs
         q = torch.zeros(self.vocab_size, dtype=probs.dtype).index_copy_(0, self.vocab_ids, probs)
         return int(self.vocab_ids[j]), q
-
-
-def param_count(head: EagleHead) -> int:
-    return sum(p.numel() for p in head.parameters())
-
-
-def _unused() -> float:  # pragma: no cover - keeps math imported for typing tools
-    return math.pi

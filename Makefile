@@ -59,6 +59,7 @@ test: $(BASE) $(CHROMIUM)
 lint: $(BASE)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+	$(VENV)/bin/nbstripout notebooks/*.ipynb
 
 lab: $(BASE)
 	$(VENV)/bin/jupyter lab notebooks/

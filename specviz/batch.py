@@ -26,7 +26,7 @@ import torch
 
 from .drafters import ModelDrafter, _draft_step
 from .engine import _check_count, _eos_set, _prompt_tensor
-from .sampling import SamplingParams, check_logits, logits_to_probs, sample
+from .sampling import SamplingParams, check_logits, logits_to_probs, sample_with_uniform
 from .verify import get_verifier
 
 __all__ = ["BatchResult", "autoregressive_generate_batch", "speculative_generate_batch"]
@@ -169,6 +169,26 @@ def _rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float],
     return px.view(-1).tolist(), (probs * above).sum(1).tolist()
 
 
+def _uniforms(gens: list[torch.Generator], rows: list[int]) -> torch.Tensor:
+    """One uniform from each listed row's generator (the draw ``sample`` would make)."""
+    return torch.stack(
+        [
+            torch.rand((), generator=gens[b], device=gens[b].device, dtype=torch.float64)
+            for b in rows
+        ]
+    )
+
+
+def _sample_rows(probs: torch.Tensor, rows: list[int], gens, greedy: bool) -> list[int]:
+    """Sample one token for each listed row of ``probs`` [B, V], vectorised."""
+    if not rows:
+        return []
+    sub = probs[rows]  # [r, V]
+    if greedy:
+        return sub.argmax(-1).tolist()
+    return sample_with_uniform(sub, _uniforms(gens, rows).to(sub.device)).tolist()
+
+
 def _generators(seed: int, n: int, device: torch.device) -> list[torch.Generator]:
     return [torch.Generator(device=device).manual_seed(seed + i) for i in range(n)]
 
@@ -208,16 +228,16 @@ def autoregressive_generate_batch(
         check_logits(logits, "target")
         probs = logits_to_probs(logits, params)  # [B, V]
         nxt = torch.zeros(B, 1, dtype=torch.long)
-        for b in range(B):
-            if not active[b]:
-                continue
-            tok = int(probs[b].argmax()) if params.is_greedy else int(sample(probs[b], gens[b]))
+        rows = [b for b in range(B) if active[b]]
+        toks = _sample_rows(probs, rows, gens, params.is_greedy)
+        if record:
+            pxs, aboves = _rank_stats(probs[rows], torch.tensor(toks))
+        for j, (b, tok) in enumerate(zip(rows, toks, strict=True)):
             seqs[b].append(tok)
             nxt[b, 0] = tok
             if record:
-                px, above = _rank_stats(probs[b : b + 1], nxt[b])
-                probs_rec[b] += px
-                above_rec[b] += above
+                probs_rec[b].append(pxs[j])
+                above_rec[b].append(aboves[j])
             active[b] = len(seqs[b]) < max_new_tokens and tok not in eos
         tokens, valid = nxt, torch.tensor(active).view(B, 1)
     return BatchResult(
@@ -289,8 +309,15 @@ def speculative_generate_batch(
         qs: list[list[torch.Tensor]] = [[] for _ in range(B)]
         d_cols: list[int] = []  # physical draft-cache columns of x_1..x_{kmax-1}
         for i in range(kmax):
-            for b in range(B):
-                if i < ks[b]:
+            rows = [b for b in range(B) if i < ks[b]]
+            if spec.draft_mode == "exact":
+                q_all = logits_to_probs(d_logits, params)  # [B, V]
+                toks = _sample_rows(q_all, rows, gens, params.is_greedy)
+                for b, tok in zip(rows, toks, strict=True):
+                    drafts[b, i] = tok
+                    qs[b].append(q_all[b])
+            else:  # the bug zoo's misbehaving drafts, row by row
+                for b in rows:
                     tok, q = _draft_step(d_logits[b], params, spec.draft_mode, gens[b])
                     drafts[b, i] = tok
                     qs[b].append(q)
@@ -310,6 +337,9 @@ def speculative_generate_batch(
         new_t_pending = torch.zeros(B, 1, dtype=torch.long)
         d_next = torch.zeros(B, 2, dtype=torch.long)
         d_next_valid = torch.zeros(B, 2, dtype=torch.bool)
+        rec_rows: list[int] = []
+        rec_pos: list[int] = []
+        rec_tok: list[int] = []
         for b in range(B):
             if not active[b]:
                 continue
@@ -331,10 +361,9 @@ def speculative_generate_batch(
                     break
             seqs[b].extend(committed)
             if record:
-                c = len(committed)
-                px, above = _rank_stats(p_all[b, :c], torch.tensor(committed))
-                probs_rec[b] += px
-                above_rec[b] += above
+                rec_rows += [b] * len(committed)
+                rec_pos += range(len(committed))
+                rec_tok += committed
             acc_counts[b].append(n)
             drf_counts[b].append(k)
             active[b] = len(seqs[b]) < max_new_tokens and committed[-1] not in eos
@@ -343,6 +372,11 @@ def speculative_generate_batch(
             if n == k and k > 0:
                 d_next[b, 0], d_next_valid[b, 0] = int(drafts[b, k - 1]), True
             d_next[b, 1], d_next_valid[b, 1] = v.next_token, True
+        if rec_rows:  # p(token) and the mass ranked above it, all committed tokens at once
+            pxs, aboves = _rank_stats(p_all[rec_rows, rec_pos], torch.tensor(rec_tok))
+            for b, px, above in zip(rec_rows, pxs, aboves, strict=True):
+                probs_rec[b].append(px)
+                above_rec[b].append(above)
         for b in range(B):
             if not active[b]:
                 d_next_valid[b] = False

@@ -188,6 +188,7 @@ def save_head(
         tensors["draft_vocab_ids"] = vocab_ids.to(torch.int32).contiguous()
     weights = path.with_name(path.name + WEIGHTS_SUFFIX)
     save_file(tensors, str(weights), metadata={"config": json.dumps(asdict(head.cfg))})
+    weights.chmod(0o644)
     info = path.with_name(path.name + META_SUFFIX)
     info.write_text(json.dumps({"config": asdict(head.cfg), **meta}, indent=2) + "\n")
     return weights, info
@@ -244,7 +245,7 @@ class HeadDrafter:
         self.final_norm = final_norm
         self.vocab_size = int(lm_head_weight.shape[0])
         self.vocab_ids = vocab_ids
-        w = lm_head_weight.detach()
+        self.lm_head_weight = w = lm_head_weight.detach()  # [V, H], shared with the target
         self._w = w[vocab_ids].contiguous() if vocab_ids is not None else w  # [V', H]
         self.name = name
         self.params = SamplingParams()

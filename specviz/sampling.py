@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SamplingParams", "logits_to_probs", "sample", "check_logits"]
+__all__ = ["SamplingParams", "logits_to_probs", "sample", "sample_with_uniform", "check_logits"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,22 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Draw one token per row of ``probs`` ([..., V]) -> [...] int64, consuming ``generator``."""
-    flat = probs.reshape(-1, probs.shape[-1])
-    out = torch.multinomial(flat, 1, generator=generator).squeeze(-1)
-    return out.reshape(probs.shape[:-1])
+    """Draw one token per row of ``probs`` ([..., V]) -> [...] int64.
+
+    Inverse-CDF sampling with exactly one uniform per row from ``generator``: that one-draw
+    contract is what lets the batched engine draw each row's uniform from the row's own
+    generator and then sample all rows in one vectorised call, reproducing serial runs.
+    """
+    u = torch.rand(probs.shape[:-1], generator=generator, device=probs.device, dtype=torch.float64)
+    return sample_with_uniform(probs, u)
+
+
+def sample_with_uniform(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """probs [..., V], u [...] in [0, 1) -> the token whose CDF interval contains u."""
+    cdf = probs.double().cumsum(-1)  # [..., V]; float64 so the tail keeps its mass
+    x = (u.to(cdf.dtype) * cdf[..., -1]).unsqueeze(-1)
+    idx = torch.searchsorted(cdf, x, right=True).squeeze(-1)  # first token with CDF > x
+    vocab = probs.shape[-1]
+    # u * total can round up to total: fall back to the last token with mass
+    last = vocab - 1 - (probs.flip(-1) > 0).long().argmax(-1)
+    return torch.where(idx >= vocab, last, idx)

@@ -754,10 +754,10 @@ def counts_from_samples(
         _hashable(s) for s in (samples_b.tolist() if hasattr(samples_b, "tolist") else samples_b)
     ]
     ca, cb = Counter(seq_a), Counter(seq_b)
-    first: dict[Hashable, int] = {}
-    for i, s in enumerate(seq_a + seq_b):
-        first.setdefault(s, i)
-    order = sorted(first, key=lambda s: (-(ca[s] + cb[s]), first[s]))
+    # Which outcomes get their own bin may depend on the pooled counts only: breaking ties by
+    # first appearance would favour sample a's outcomes and bias the test (with all-distinct
+    # continuations it rejected a true null at p ~ 1e-36). Ties are broken by the outcome.
+    order = sorted(set(ca) | set(cb), key=lambda s: (-(ca[s] + cb[s]), repr(s)))
     head, tail = (order, []) if max_bins is None else (order[:max_bins], order[max_bins:])
     labels: list[Hashable] = list(head)
     va = [ca[s] for s in head]

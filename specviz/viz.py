@@ -297,7 +297,7 @@ def token_strip_figure(
         height=110 + 34 * rows,
         margin=dict(l=40, r=20, t=60, b=30),
         xaxis=dict(visible=False, range=[-0.1, per_row]),
-        yaxis=dict(autorange="reversed", dtick=1, title="line", showgrid=False, zeroline=False),
+        yaxis=dict(range=[rows - 0.5, -0.5], dtick=1, title="line", showgrid=False, zeroline=False),
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
         plot_bgcolor="white",
         uniformtext=dict(minsize=8, mode="show"),
@@ -419,9 +419,11 @@ def pq_figure(
 def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Figure:
     """The acceptance test as a line from 0 to 1: accept where ``u < min(1, p/q)`` (green),
     reject above (red), the drawn ``u`` as a black diamond. It makes visible that a draft with
-    p < q is still accepted with probability p/q -- the step that keeps sampling lossless."""
+    p < q is still accepted with probability p/q -- the step that keeps sampling lossless.
+    A bonus slot or a draft after the first rejection had no test: empty bars and a note."""
     s, r, j = _row_at(trace, step, row)
-    a = 0.0 if math.isnan(r.accept_prob) else float(r.accept_prob)
+    tested = not _is_bonus(r) and r.evaluated and not math.isnan(r.accept_prob)
+    a = float(r.accept_prob) if tested else 0.0
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -438,7 +440,7 @@ def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Fi
         go.Bar(
             name="reject",
             orientation="h",
-            x=[1.0 - a],
+            x=[1.0 - a if tested else 0.0],
             base=[a],
             y=["u"],
             marker_color=THEORY_COLOR,
@@ -456,6 +458,15 @@ def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Fi
             hovertemplate="u = %{x:.4f}<extra></extra>",
         )
     )
+    if not tested:  # bonus slot / never-evaluated draft: no test took place
+        fig.add_annotation(
+            text="no acceptance test at this position",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+        )
     fig.update_layout(
         title=f"step {s.step}, draft position {j + 1}: {_decision(r)}",
         barmode="overlay",

@@ -130,10 +130,13 @@ class TraceExplorer:
     corrected token came from.
     """
 
-    def __init__(self, trace: Trace, tokenizer: Any = None, *, per_row: int = 16) -> None:
+    def __init__(
+        self, trace: Trace, tokenizer: Any = None, *, per_row: int = 16, panel_width: int = 480
+    ) -> None:
         self.trace = trace
         self.tokenizer = tokenizer
         self.per_row = per_row
+        self.panel_width = panel_width  # p/q and residual sit side by side
         self.steps = [s.step for s in trace.steps if s.positions]
         if not self.steps:
             raise ValueError("the trace has no drafted positions: pass a speculative trace")
@@ -230,11 +233,14 @@ class TraceExplorer:
     def figures(self) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:
         """The four figures of the current state (strip, p vs q, accept test, residual)."""
         tr, st, row, tok = self.trace, self.step, self.row, self.tokenizer
+        w = self.panel_width
         return (
-            viz.token_strip_figure(tr, tok, highlight_step=st, per_row=self.per_row),
-            viz.pq_figure(tr, st, row, tok),
-            viz.accept_test_figure(tr, st, row),
-            viz.residual_figure(tr, st, row, tok),
+            viz.token_strip_figure(tr, tok, highlight_step=st, per_row=self.per_row).update_layout(
+                width=2 * w
+            ),
+            viz.pq_figure(tr, st, row, tok).update_layout(width=w),
+            viz.accept_test_figure(tr, st, row).update_layout(width=2 * w),
+            viz.residual_figure(tr, st, row, tok).update_layout(width=w),
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
@@ -343,8 +349,10 @@ class ToyExplorer:
         tokens: int = 2000,
         vocab_size: int = 6,
         seed: int = 1,
+        panel_width: int = 480,
     ) -> None:
         self.tokens = tokens
+        self.panel_width = panel_width  # the two figures sit side by side
         self.vocab_size = vocab_size
         self.seed = seed
         style = {"description_width": "110px"}
@@ -432,9 +440,12 @@ class ToyExplorer:
         curve = viz.tokens_per_call_vs_alpha_figure(sim.gamma, [sim.point()])
         hist = viz.rejection_histogram_figure(sim.accepted, sim.gamma, alpha=sim.alpha)
         hist.update_layout(
-            title=f"Accepted drafts per step vs alpha^n (1 - alpha), alpha = {sim.alpha:.3f}"
+            title=f"Accepted drafts per step vs alpha^n (1 - alpha)<br><sup>alpha = {sim.alpha:.3f}, "
+            f"{len(sim.accepted)} steps</sup>"
         )
-        return curve, hist
+        return curve.update_layout(width=self.panel_width), hist.update_layout(
+            width=self.panel_width
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         return _bundle(self.widget, self.figures(), "ToyExplorer", **kwargs)

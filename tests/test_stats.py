@@ -210,11 +210,19 @@ def test_counts_from_samples_aligns_and_pools_tail():
     a = [3, 3, 3, 1, 2, 7]
     b = [3, 1, 1, 5]
     labels, ca, cb = S.counts_from_samples(a, b)
-    assert labels == (3, 1, 2, 7, 5)
-    assert ca.tolist() == [3, 1, 1, 1, 0] and cb.tolist() == [1, 2, 0, 0, 1]
+    assert labels == (3, 1, 2, 5, 7)  # by pooled count, ties by outcome (never by sample)
+    assert ca.tolist() == [3, 1, 1, 0, 1] and cb.tolist() == [1, 2, 0, 1, 0]
     labels, ca, cb = S.counts_from_samples(a, b, max_bins=2)
-    assert labels[:2] == (3, 1) and labels[2] == S.Pooled((2, 7, 5))
+    assert labels[:2] == (3, 1) and labels[2] == S.Pooled((2, 5, 7))
     assert ca.tolist() == [3, 1, 2] and cb.tolist() == [1, 2, 1]
+
+
+def test_counts_from_samples_bin_choice_does_not_favour_a_sample():
+    """All-distinct outcomes: the kept bins must not all come from the first sample."""
+    a = [(i, 0) for i in range(100)]
+    b = [(i, 1) for i in range(100)]
+    labels, ca, cb = S.counts_from_samples(a, b, max_bins=50)
+    assert 10 < ca[:50].sum() < 40
 
 
 def test_counts_from_samples_hashes_sequences_and_tensors_by_value():

@@ -1,0 +1,301 @@
+"""Figures of specviz.viz hold exactly the numbers of the trace / result they draw.
+
+Every check reads ``fig.data`` of a figure built from a real (toy) trace and compares it with the
+trace itself, so a figure cannot silently drift from what the engine recorded.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import specviz as sv
+from specviz import viz
+from specviz.drafters import PromptLookupDrafter
+from specviz.stats import goodness_of_fit
+
+NAMES = ["the", "cat", "sat", "on", "mat"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def trace() -> sv.Trace:
+    target, draft = sv.toy_pair(5, 2, noise=1.0, seed=0)
+    r = sv.speculative_generate(
+        target, draft, [0], gamma=4, max_new_tokens=60, do_sample=True, seed=3
+    )
+    assert r.trace is not None
+    return r.trace
+
+
+@pytest.fixture(scope="module")
+def rejection_step(trace: sv.Trace) -> int:
+    return next(s.step for s in trace.steps if s.accepted < s.drafted)
+
+
+@pytest.fixture(scope="module")
+def bonus_step(trace: sv.Trace) -> int:
+    return next(s.step for s in trace.steps if s.final_kind == "bonus" and s.drafted)
+
+
+def by_name(fig, name):
+    return next(t for t in fig.data if t.name == name)
+
+
+# -- tokens ----------------------------------------------------------------------------------
+
+
+class FakeTokenizer:
+    def decode(self, ids):
+        return {0: " the", 1: "\n", 2: ""}[ids[0]]
+
+
+def test_token_label_sources():
+    assert viz.token_label(3) == "#3"
+    assert viz.token_label(1, NAMES) == "cat"
+    assert viz.token_label(1, {1: "x"}) == "x"
+    assert viz.token_label(4, lambda i: f"t{i}") == "t4"
+    assert viz.token_label(0, FakeTokenizer()) == "·the"  # whitespace made visible
+    assert viz.token_label(1, FakeTokenizer()) == "↵"
+    assert viz.token_label(2, FakeTokenizer()) == "∅"
+    assert viz.token_label(-1, NAMES) == "∅"
+    with pytest.raises(TypeError, match="tokenizer"):
+        viz.token_label(1, 3.5)
+
+
+def test_slots_read_back_the_generated_text(trace):
+    slots = viz.token_slots(trace)
+    emitted = [s.token for s in slots if s.kind != "discarded"]
+    assert emitted == [t for st in trace.steps for t in st.emitted]
+    kinds = {k: sum(s.kind == k for s in slots) for k in viz.KIND_COLORS}
+    assert kinds["accepted"] == sum(st.accepted for st in trace.steps)
+    assert kinds["discarded"] == sum(st.drafted - st.accepted for st in trace.steps)
+    assert kinds["corrected"] == sum(st.final_kind == "corrected" for st in trace.steps)
+    assert kinds["bonus"] == sum(st.final_kind == "bonus" for st in trace.steps)
+
+
+def test_token_strip_cells_and_highlight(trace, rejection_step):
+    fig = viz.token_strip_figure(trace, NAMES, highlight_step=rejection_step, per_row=10)
+    slots = viz.token_slots(trace)
+    assert {t.name for t in fig.data} == {"accepted", "corrected", "bonus", "discarded"}
+    assert sum(len(t.x) for t in fig.data) == len(slots)
+    # each cell sits at its reading-order index: row = i // 10, column = i % 10
+    cells = sorted((int(y), int(b)) for t in fig.data for y, b in zip(t.y, t.base, strict=True))
+    assert cells == [(i // 10, i % 10) for i in range(len(slots))]
+    outlined = sum(w == 3 for t in fig.data for w in t.marker.line.width)
+    assert outlined == sum(s.step == rejection_step for s in slots)
+    corrected = by_name(fig, "corrected")
+    assert all(s in NAMES for s in corrected.text)
+
+
+def test_token_strip_plain_decoding_uses_target_kind():
+    target, _ = sv.toy_pair(5, 2, seed=0)
+    base = sv.autoregressive_generate(target, [0], max_new_tokens=7, do_sample=True, seed=0)
+    fig = viz.token_strip_figure(base.trace, NAMES)
+    assert [t.name for t in fig.data if len(t.x)] == ["target"]
+    assert list(by_name(fig, "target").text) == [NAMES[t] for t in base.new_tokens]
+
+
+# -- one position ---------------------------------------------------------------------------
+
+
+def test_pq_bars_at_a_rejection(trace, rejection_step):
+    step = trace.steps[rejection_step]
+    row = step.positions[step.accepted]
+    fig = viz.pq_figure(trace, rejection_step, tokenizer=NAMES)
+    p, q = by_name(fig, "p (target)"), by_name(fig, "q (draft)")
+    x = list(p.x).index(NAMES[row.draft_token])
+    assert p.y[x] == pytest.approx(row.p_target)
+    assert q.y[x] == pytest.approx(row.q_draft)
+    assert p.marker.line.width[x] == 3 and sum(w == 3 for w in p.marker.line.width) == 1
+    assert set(p.x) >= {NAMES[i] for i in row.top_p_ids}
+    assert "reject" in fig.layout.title.text
+
+
+def test_pq_bars_at_a_bonus_slot(trace, bonus_step):
+    step = trace.steps[bonus_step]
+    row = step.positions[-1]
+    fig = viz.pq_figure(trace, bonus_step, tokenizer=NAMES)
+    p = by_name(fig, "p (target)")
+    assert list(p.y) == pytest.approx(list(row.top_p_probs))
+    assert "bonus" in fig.layout.title.text
+
+
+def test_accept_test_shows_u_against_min_one_p_over_q(trace, rejection_step, bonus_step):
+    for step in (rejection_step, bonus_step):
+        for j, row in enumerate(trace.steps[step].positions):
+            if row.draft_token < 0 or not row.evaluated:
+                continue
+            fig = viz.accept_test_figure(trace, step, j)
+            accept = by_name(fig, "accept: u < min(1, p/q)")
+            assert accept.x[0] == pytest.approx(row.accept_prob)
+            u = by_name(fig, "u (uniform draw)")
+            assert u.x[0] == pytest.approx(row.u)
+            assert (row.u < row.accept_prob) == row.accepted
+            assert ("accept" if row.accepted else "reject") in fig.layout.title.text
+
+
+def test_residual_bars(trace, rejection_step):
+    step = trace.steps[rejection_step]
+    row = step.positions[step.accepted]
+    fig = viz.residual_figure(trace, rejection_step, tokenizer=NAMES)
+    res = by_name(fig, "residual norm(max(0, p - q))")
+    got = dict(zip(res.x, res.y, strict=True))
+    for i, v in zip(row.residual_ids, row.residual_probs, strict=True):
+        assert got[NAMES[i]] == pytest.approx(v)
+    assert got[NAMES[row.draft_token]] == 0.0  # rejected because p < q there: no residual mass
+    widths = dict(zip(res.x, res.marker.line.width, strict=True))
+    assert widths[NAMES[row.emitted_token]] == 3
+    # an accepted position has no residual: an explanatory annotation instead of bars
+    acc = next((j for j, r in enumerate(step.positions) if r.accepted), None)
+    if acc is not None:
+        empty = viz.residual_figure(trace, rejection_step, acc)
+        assert not empty.data and "no rejection" in empty.layout.annotations[0].text
+
+
+def test_greedy_prompt_lookup_point_mass():
+    target, _ = sv.toy_pair(5, 2, seed=0)
+    r = sv.speculative_generate(target, PromptLookupDrafter(), [0, 1, 2, 0, 1], max_new_tokens=30)
+    steps = [s for s in r.trace.steps if s.drafted]
+    assert steps, "prompt lookup should find something to draft in a repeated prompt"
+    fig = viz.pq_figure(r.trace, steps[0].step, 0, NAMES)
+    q = by_name(fig, "q (draft) point mass")
+    assert sorted(q.y) == [0.0] * (len(q.y) - 1) + [1.0]
+    assert "no uniform draw" in viz.accept_test_figure(r.trace, steps[0].step, 0).layout.title.text
+
+
+def test_row_errors(trace):
+    with pytest.raises(IndexError):
+        viz.pq_figure(trace, len(trace.steps))
+    with pytest.raises(IndexError):
+        viz.pq_figure(trace, 0, 99)
+
+
+# -- acceptance, rejection points, tokens per call ------------------------------------------
+
+
+def test_per_position_acceptance_matches_summary(trace):
+    rate, reached = viz.per_position_acceptance(trace)
+    assert rate.tolist() == pytest.approx(list(trace.summary().per_position_acceptance))
+    assert reached[0] == sum(1 for s in trace.steps if s.drafted)
+    fig = viz.per_position_acceptance_figure({"toy": trace}, alpha=0.5)
+    assert list(by_name(fig, "toy").y) == pytest.approx(rate.tolist())
+    assert list(fig.data[-1].y) == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("alpha,gamma", [(0.0, 3), (0.3, 1), (0.7, 4), (0.95, 8), (1.0, 5)])
+def test_theory_identities(alpha, gamma):
+    law = viz.truncated_geometric_law(alpha, gamma)
+    assert law.sum() == pytest.approx(1.0)
+    # E[tokens per call] = E[N] + 1 is the closed form
+    mean = float((np.arange(gamma + 1) * law).sum()) + 1
+    assert viz.expected_tokens_per_call(alpha, gamma) == pytest.approx(mean)
+
+
+def test_theory_input_errors():
+    with pytest.raises(ValueError):
+        viz.truncated_geometric_law(1.2, 3)
+    with pytest.raises(ValueError):
+        viz.truncated_geometric_law(0.5, 0)
+    with pytest.raises(ValueError):
+        viz.fit_alpha([0, 5], 4)
+    assert math.isnan(viz.fit_alpha([], 4))
+
+
+def test_fit_alpha_recovers_the_law():
+    rng = np.random.default_rng(0)
+    acc = rng.choice(5, size=20_000, p=viz.truncated_geometric_law(0.6, 4))
+    assert viz.fit_alpha(acc, 4) == pytest.approx(0.6, abs=0.01)
+
+
+def test_rejection_histogram(trace):
+    acc = viz.accepted_counts(trace, 4)
+    assert acc and all(0 <= a <= 4 for a in acc)
+    fig = viz.rejection_histogram_figure(acc, 4)
+    obs, law = by_name(fig, "observed"), by_name(fig, "truncated geometric")
+    assert list(obs.y) == pytest.approx((np.bincount(acc, minlength=5) / len(acc)).tolist())
+    a = viz.fit_alpha(acc, 4)
+    assert list(law.y) == pytest.approx(viz.truncated_geometric_law(a, 4).tolist())
+    assert list(obs.x)[-1] == "4 (all)"
+
+
+def test_rejection_grid():
+    cells = {("a", 2): [0, 1, 2, 2], ("a", 4): [0, 4], ("b", 2): [1, 1], ("b", 4): []}
+    fig = viz.rejection_grid_figure(cells)
+    assert len(fig.data) == 2 * 3  # one bar + one law per populated cell
+    titles = [a.text for a in fig.layout.annotations]
+    assert any("no steps" in t for t in titles) and any("a, gamma=4" in t for t in titles)
+    assert sum(bool(t.showlegend) for t in fig.data) == 2  # legend entries once
+
+
+def test_tokens_per_call_figures():
+    pts = [viz.SimPoint(0.6, g, 1.5 + 0.1 * g, 0.05, "sim") for g in (1, 2, 3)]
+    fig = viz.tokens_per_call_vs_gamma_figure([0.6, 0.8], 5, pts)
+    assert len(fig.data) == 3
+    assert list(fig.data[1].y) == pytest.approx(
+        [viz.expected_tokens_per_call(0.8, g) for g in range(1, 6)]
+    )
+    assert list(fig.data[2].error_y.array) == pytest.approx([1.96 * 0.05] * 3)
+    fig = viz.tokens_per_call_vs_alpha_figure(4, pts[:1])
+    curve = fig.data[0]
+    assert curve.y[0] == pytest.approx(1.0) and curve.y[-1] < 5
+    assert list(by_name(fig, "simulated").x) == [0.6]
+
+
+def test_laws_figure_stacks_the_two_paths():
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.5, 0.3])
+    beta = np.minimum(p, q).sum()
+    res = np.clip(p - q, 0, None) / np.clip(p - q, 0, None).sum()
+    fig = viz.laws_figure(
+        {"acc": np.minimum(p, q), "cor": (1 - beta) * res, "p": p},
+        NAMES[:3],
+        stacked=["acc", "cor"],
+    )
+    acc, cor = by_name(fig, "acc"), by_name(fig, "cor")
+    assert list(cor.base) == pytest.approx(list(acc.y))
+    assert (np.array(cor.base) + np.array(cor.y)).tolist() == pytest.approx(p.tolist())
+    with pytest.raises(ValueError):
+        viz.laws_figure({"a": [1.0], "b": [0.5, 0.5]})
+
+
+def test_accept_scatter_separates_at_the_diagonal(trace):
+    fig = viz.accept_scatter_figure(trace)
+    acc = next(t for t in fig.data if t.name.startswith("accepted"))
+    rej = next(t for t in fig.data if t.name.startswith("rejected"))
+    assert all(u < a for a, u in zip(acc.x, acc.y, strict=True))
+    assert all(u >= a for a, u in zip(rej.x, rej.y, strict=True))
+    evaluated = sum(min(s.drafted, s.accepted + 1) for s in trace.steps)
+    assert len(acc.x) + len(rej.x) == evaluated
+
+
+# -- statistics results ---------------------------------------------------------------------
+
+
+def test_gof_figure_shows_the_tested_bins():
+    p = np.array([0.5, 0.3, 0.15, 0.03, 0.02])
+    obs = np.array([52, 28, 14, 4, 2])
+    res = goodness_of_fit(obs, p, labels=NAMES)
+    fig = viz.gof_figure(res, title="toy", label=str.upper)
+    o, e = by_name(fig, "observed"), by_name(fig, "expected")
+    assert list(o.y) == pytest.approx(np.asarray(res.observed).tolist())
+    assert list(e.y) == pytest.approx(np.asarray(res.expected).tolist())
+    assert "THE" in o.x and any("pooled" in x for x in o.x)  # sparse bins pooled by the test
+    assert f"{res.pvalue:.3g}" in fig.layout.title.text
+
+
+def test_verifier_report_caps_evidence():
+    fig = viz.verifier_report_figure(["lossless", "bad"], [0.4, 0.0], [0.0, 0.3])
+    logp = fig.data[0]
+    assert logp.y[0] == pytest.approx(-math.log10(0.4))
+    assert logp.y[1] == 16.0
+    assert list(fig.data[1].y) == [0.0, 0.3]

@@ -70,7 +70,18 @@ DRAFT_MODES = (
     "unprocessed_q",  # sample processed, report raw softmax (transformers #47932)
     "ignores_temperature",  # sample at T=1, report q at T
     "bf16_sample",  # sample from bf16 probabilities, report fp32 q (DeepSpec #31)
+    "vocab_shift",  # draft ids shifted for the upper half of the vocabulary, q not remapped
 )
+
+
+def shifted_ids(vocab: int, device: torch.device | None = None) -> torch.Tensor:
+    """The id map of the vocabulary-mismatch demonstration: draft id j means target token
+    perm[j], where the upper half of the vocabulary is rotated by one (as when two tokenizers
+    differ by one inserted token)."""
+    perm = torch.arange(vocab, device=device)
+    half = vocab // 2
+    perm[half:] = torch.roll(perm[half:], 1)
+    return perm
 
 
 def _draft_step(
@@ -88,6 +99,13 @@ def _draft_step(
     if mode == "ignores_temperature":
         t1 = SamplingParams(True, 1.0, params.top_k, params.top_p)
         return sample(logits_to_probs(logits, t1), generator), q
+    if mode == "vocab_shift":
+        # The draft's own distribution lives in its id space: q_d[j] = q[perm[j]]. The token is
+        # translated correctly (perm[j]) but q_d is reported as if indexed by target ids.
+        perm = shifted_ids(q.shape[-1], q.device)
+        q_d = q[perm]
+        j = sample(q_d, generator)
+        return perm[j], q_d
     if mode == "bf16_sample":
         q16 = logits_to_probs(logits.to(torch.bfloat16), params).to(torch.bfloat16).float()
         return sample(q16 / q16.sum(), generator), q

@@ -226,6 +226,14 @@ VERIFIERS: dict[str, VerifierSpec] = {
             draft_mode="ignores_temperature",
         ),
         VerifierSpec(
+            "vocab_mismatch",
+            verify_ratio_unchecked,
+            False,
+            "draft ids shifted for half the vocabulary; tokens translated, q not "
+            "(what load_pair's vocabulary check refuses)",
+            draft_mode="vocab_shift",
+        ),
+        VerifierSpec(
             "mixed_precision",
             verify_ratio_unchecked,
             False,

@@ -124,3 +124,22 @@ def test_every_drafter_is_greedy_identical_on_smollm2(smollm2, tmp_path):
     assert df["greedy_identical"].all(), df[["drafter", "prompt_id", "greedy_identical"]]
     assert set(df["category"]) == {"structured", "translation"}
     assert (df.loc[df["drafter"] == "self", "mean_accepted_length"] >= 4.0).all()
+
+
+def test_results_table_formats_a_grid(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "results_table.py"
+    spec = importlib.util.spec_from_file_location("results_table", path)
+    rt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rt)
+    df = run_grid(TARGET, {"model": DRAFT, "suffix": session(SuffixDrafter)}, PROMPTS[:2],
+                  gammas=(2,), modes=("greedy",), max_new_tokens=6, cache_dir=tmp_path,
+                  progress=False)  # fmt: skip
+    df["category"] = ["structured", "chat_writing"] * 2
+    summary = rt.summary_table(df.assign(model="toy"))
+    md = rt.markdown(summary, rt.parse([]), "python scripts/results_table.py", (1.0, 2.0))
+    assert "## toy (greedy)" in md and "| drafter | structured | chat writing | all |" in md
+    assert md.count("| model |") == 2 and md.count("| suffix |") == 2
+    assert "Greedy outputs identical to the baseline: 100%" in md

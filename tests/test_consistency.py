@@ -135,3 +135,46 @@ def test_greedy_check_flags_a_bug():
         TARGET, DRAFT, [[0], [1]], max_new_tokens=6, verifier="always_accept", progress=False
     )
     assert report.verdict == "bug"
+
+
+def test_vocabulary_mismatch_is_refused_by_the_loader_and_caught_when_forced():
+    from specviz.drafters import shifted_ids
+    from specviz.models import VocabMismatchError, check_vocab
+
+    class Tok:  # the smallest tokenizer check_vocab reads
+        def __init__(self, vocab):
+            self.vocab = vocab
+            self.eos_token, self.bos_token, self.unk_token, self.pad_token = "e", None, None, None
+            self.eos_token_id, self.bos_token_id, self.unk_token_id, self.pad_token_id = (
+                0,
+                None,
+                None,
+                None,
+            )
+            self.all_special_ids = [0]
+
+        def get_vocab(self):
+            return self.vocab
+
+        def __len__(self):
+            return len(self.vocab)
+
+    strings = ["e", "a", "b", "c", "d", "f"]
+    perm = shifted_ids(len(strings)).tolist()
+    target_tok = Tok({s: i for i, s in enumerate(strings)})
+    draft_tok = Tok({strings[perm[j]]: j for j in range(len(strings))})
+    with pytest.raises(VocabMismatchError, match="first difference at id 3"):
+        check_vocab(target_tok, draft_tok)
+    report = consistency_check(
+        TARGET,
+        DRAFT,
+        [[0], [1, 2]],
+        n_samples=2000,
+        max_new_tokens=3,
+        verifier="vocab_mismatch",
+        seed=0,
+        batch_size=1000,
+        n_boot=50,
+        progress=False,
+    )
+    assert report.verdict == "inconsistent", report.summary()

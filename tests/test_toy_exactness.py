@@ -98,6 +98,7 @@ def test_continuation_law_is_exact(setting, gamma):
         ("greedy_draft_softmax_q", "T1"),
         ("unprocessed_q", "T0.7-k3-p0.9"),
         ("draft_ignores_temperature", "T0.7-k3-p0.9"),
+        ("vocab_mismatch", "T1"),
     ],
 )
 def test_broken_verifiers_are_caught(verifier, setting):

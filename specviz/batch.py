@@ -11,8 +11,11 @@ same per-row verifier code, so row ``i`` reproduces the serial run with ``seed=s
 (up to floating-point differences between batched and single-row matmuls) and is lossless
 by construction. The batch buys speed where it matters -- the model forward passes.
 
-Rows share one prompt (what sampling-based consistency checks need): it is prefilled once
-and its KV cache copied to every row. Every row runs until ``max_new_tokens`` or its EOS.
+Rows share one prompt (what sampling-based consistency checks need: it is prefilled once and
+its KV cache copied to every row) or each row brings its own (a list of prompts, as a server
+batches requests; shorter prompts simply leave holes). Every row runs until
+``max_new_tokens`` or its EOS, and a finished row leaves the batch, so stragglers do not
+drag the finished rows through every remaining model call.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class BatchResult:
     # randomized PIT without a second teacher-forcing pass.
     token_probs: list[list[float]] | None = None
     mass_above: list[list[float]] | None = None
+    # Seconds since the call started at which each new token of each row was committed
+    # (all tokens accepted in one verification share its time): TTFT and inter-token latency.
+    token_times: list[list[float]] | None = None
 
     @property
     def tokens_per_second(self) -> float:
@@ -112,6 +118,11 @@ class _BatchRunner:
             self.cache.crop(-extra)
             self.mask = self.mask[:, :keep]
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (finished rows leave the batch)."""
+        self.cache.batch_select_indices(rows.to(self.device))
+        self.mask = self.mask[rows.to(self.device)]
+
 
 class _ToyBatchRunner:
     """The same interface over a toy model (logits from each row's valid tokens)."""
@@ -131,7 +142,9 @@ class _ToyBatchRunner:
             out = []
             for col in range(L - num_logits, L):
                 ctx = tuple(self.tokens[b, : col + 1][self.mask[b, : col + 1]].tolist())
-                out.append(self.model.next_logits(ctx))
+                # a hole before any valid token (a 1-token prompt beside longer ones):
+                # its logits are never used
+                out.append(self.model.next_logits(ctx) if ctx else self._blank())
             rows.append(torch.stack(out))
         return torch.stack(rows)  # [B, num_logits, V]
 
@@ -143,6 +156,12 @@ class _ToyBatchRunner:
     def trim(self) -> None:
         pass
 
+    def select(self, rows: torch.Tensor) -> None:
+        self.tokens, self.mask = self.tokens[rows], self.mask[rows]
+
+    def _blank(self) -> torch.Tensor:
+        return torch.zeros(self.model.vocab_size)
+
 
 def _batch_runner(model: Any, batch: int):
     if hasattr(model, "make_runner"):  # toy models
@@ -150,13 +169,58 @@ def _batch_runner(model: Any, batch: int):
     return _BatchRunner(model, batch)
 
 
-def _start(runners, prompt: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prefill all but the last prompt token once, shared by every row; return the pending
-    last token ([B, 1]) and its validity."""
-    if prompt.numel() > 1:
-        for r in runners:
-            r.prefill_shared(prompt[:-1])
-    return prompt[-1:].expand(batch, 1), torch.ones(batch, 1, dtype=torch.bool)
+def _prompts(input_ids: Any, num_sequences: int | None) -> list[torch.Tensor]:
+    """One prompt per row: a single prompt repeated ``num_sequences`` times (the same
+    tensor object, which :func:`_start` prefills once), or a list of prompts."""
+    many = isinstance(input_ids, (list, tuple)) and len(input_ids) > 0
+    many = many and not isinstance(input_ids[0], int)
+    if not many:
+        if num_sequences is None:
+            raise ValueError("num_sequences is required when all rows share one prompt")
+        prompt = _prompt_tensor(input_ids)
+        return [prompt] * _check_count("num_sequences", num_sequences, 1)
+    prompts = [_prompt_tensor(p) for p in input_ids]
+    if num_sequences is not None and num_sequences != len(prompts):
+        raise ValueError(
+            f"num_sequences={num_sequences} but {len(prompts)} prompts were given (one row each)"
+        )
+    return prompts
+
+
+def _start(runners, prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill all but the last token of every row's prompt; return the pending last tokens
+    ([B, 1]) and their validity. A shared prompt is prefilled once and its cache copied;
+    different prompts are prefilled together, shorter ones padded with holes."""
+    B = len(prompts)
+    last = torch.stack([p[-1] for p in prompts]).view(B, 1)
+    if all(p is prompts[0] for p in prompts):
+        if prompts[0].numel() > 1:
+            for r in runners:
+                r.prefill_shared(prompts[0][:-1])
+    else:
+        width = max(p.numel() for p in prompts) - 1
+        if width > 0:
+            tokens = torch.zeros(B, width, dtype=torch.long)
+            valid = torch.zeros(B, width, dtype=torch.bool)
+            for b, p in enumerate(prompts):
+                tokens[b, : p.numel() - 1] = p[:-1]
+                valid[b, : p.numel() - 1] = True
+            for r in runners:
+                r.extend(tokens, valid, 1)
+    return last, torch.ones(B, 1, dtype=torch.bool)
+
+
+def _compact(runners, rows: list[int], active: list[bool], *pending: torch.Tensor):
+    """Drop finished rows from the batch: runners' caches and the per-row pending tensors.
+    ``rows[p]`` is the logical row held by physical row p."""
+    keep = [p for p, r in enumerate(rows) if active[r]]
+    if len(keep) == len(rows):
+        return rows, pending
+    idx = torch.tensor(keep, dtype=torch.long)
+    if keep:
+        for run in runners:
+            run.select(idx)
+    return [rows[p] for p in keep], tuple(t[idx] for t in pending)
 
 
 def _rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float], list[float]]:
@@ -197,7 +261,7 @@ def autoregressive_generate_batch(
     target: Any,
     input_ids: Any,
     *,
-    num_sequences: int,
+    num_sequences: int | None = None,
     max_new_tokens: int,
     do_sample: bool = False,
     temperature: float = 1.0,
@@ -207,39 +271,45 @@ def autoregressive_generate_batch(
     eos_token_id: int | Sequence[int] | None = None,
     record: bool = False,
 ) -> BatchResult:
-    """``num_sequences`` standard samples of one prompt; row i == serial run with seed+i."""
+    """Standard sampling, batched: ``num_sequences`` samples of one prompt, or one row per
+    prompt when ``input_ids`` is a list of prompts. Row i == serial run with seed+i."""
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    B = _check_count("num_sequences", num_sequences, 1)
     _check_count("max_new_tokens", max_new_tokens, 0)
-    prompt = _prompt_tensor(input_ids)
+    prompts = _prompts(input_ids, num_sequences)
+    B = len(prompts)
     eos = _eos_set(eos_token_id)
     runner = _batch_runner(target, B)
     gens = _generators(seed, B, runner.device)
     seqs: list[list[int]] = [[] for _ in range(B)]
+    times: list[list[float]] = [[] for _ in range(B)]
     probs_rec: list[list[float]] = [[] for _ in range(B)]
     above_rec: list[list[float]] = [[] for _ in range(B)]
     active = [max_new_tokens > 0] * B
     t0 = time.perf_counter()
-    tokens, valid = _start([runner], prompt, B)
+    tokens, valid = _start([runner], prompts)
+    rows = list(range(B))  # physical row p holds logical row rows[p]
+    rows, (tokens, valid) = _compact([runner], rows, active, tokens, valid)
     calls = 0
-    while any(active):
-        logits = runner.extend(tokens, valid, 1)[:, -1]  # [B, V]
+    while rows:
+        P = len(rows)
+        logits = runner.extend(tokens, valid, 1)[:, -1]  # [P, V]
         calls += 1
         check_logits(logits, "target")
-        probs = logits_to_probs(logits, params)  # [B, V]
-        nxt = torch.zeros(B, 1, dtype=torch.long)
-        rows = [b for b in range(B) if active[b]]
-        toks = _sample_rows(probs, rows, gens, params.is_greedy)
+        probs = logits_to_probs(logits, params)  # [P, V]
+        phys = list(range(P))
+        toks = _sample_rows(probs, phys, [gens[r] for r in rows], params.is_greedy)
+        now = time.perf_counter() - t0
         if record:
-            pxs, aboves = _rank_stats(probs[rows], torch.tensor(toks))
-        for j, (b, tok) in enumerate(zip(rows, toks, strict=True)):
-            seqs[b].append(tok)
-            nxt[b, 0] = tok
+            pxs, aboves = _rank_stats(probs, torch.tensor(toks))
+        for p, (r, tok) in enumerate(zip(rows, toks, strict=True)):
+            seqs[r].append(tok)
+            times[r].append(now)
             if record:
-                probs_rec[b].append(pxs[j])
-                above_rec[b].append(aboves[j])
-            active[b] = len(seqs[b]) < max_new_tokens and tok not in eos
-        tokens, valid = nxt, torch.tensor(active).view(B, 1)
+                probs_rec[r].append(pxs[p])
+                above_rec[r].append(aboves[p])
+            active[r] = len(seqs[r]) < max_new_tokens and tok not in eos
+        tokens, valid = torch.tensor(toks).view(P, 1), torch.ones(P, 1, dtype=torch.bool)
+        rows, (tokens, valid) = _compact([runner], rows, active, tokens, valid)
     return BatchResult(
         seqs,
         [()] * B,
@@ -249,6 +319,7 @@ def autoregressive_generate_batch(
         [seed + i for i in range(B)],
         probs_rec if record else None,
         above_rec if record else None,
+        times,
     )
 
 
@@ -257,7 +328,7 @@ def speculative_generate_batch(
     draft: Any,
     input_ids: Any,
     *,
-    num_sequences: int,
+    num_sequences: int | None = None,
     gamma: int = 4,
     max_new_tokens: int,
     do_sample: bool = False,
@@ -269,119 +340,125 @@ def speculative_generate_batch(
     verifier: str = "lossless",
     record: bool = False,
 ) -> BatchResult:
-    """``num_sequences`` speculative samples of one prompt with a model draft, batched.
+    """Speculative sampling with a model draft, batched: ``num_sequences`` samples of one
+    prompt, or one row per prompt when ``input_ids`` is a list of prompts.
 
     ``draft`` must be a causal LM (or a :class:`ModelDrafter`); row i reproduces
-    ``speculative_generate(..., seed=seed + i)``.
+    ``speculative_generate(..., seed=seed + i)`` on its prompt.
     """
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    B = _check_count("num_sequences", num_sequences, 1)
     _check_count("gamma", gamma, 1)
     _check_count("max_new_tokens", max_new_tokens, 0)
-    prompt = _prompt_tensor(input_ids)
+    prompts = _prompts(input_ids, num_sequences)
+    B = len(prompts)
     eos = _eos_set(eos_token_id)
     spec = get_verifier(verifier, greedy=params.is_greedy)
     draft_model = draft.model if isinstance(draft, ModelDrafter) else draft
     if hasattr(draft_model, "propose"):
         raise TypeError("batched speculative decoding needs a model draft, not a drafter object")
     t_run, d_run = _batch_runner(target, B), _batch_runner(draft_model, B)
+    runners = (t_run, d_run)
     gens = _generators(seed, B, t_run.device)
 
     seqs: list[list[int]] = [[] for _ in range(B)]
+    times: list[list[float]] = [[] for _ in range(B)]
     probs_rec: list[list[float]] = [[] for _ in range(B)]
     above_rec: list[list[float]] = [[] for _ in range(B)]
     acc_counts: list[list[int]] = [[] for _ in range(B)]
     drf_counts: list[list[int]] = [[] for _ in range(B)]
     active = [max_new_tokens > 0] * B
-    t_pending, t_valid = _start([t_run, d_run], prompt, B)  # what each has not seen yet
-    d_pending, d_valid = t_pending, t_valid
     calls = 0
     t0 = time.perf_counter()
-    while any(active):
-        ks = [
-            min(gamma, max_new_tokens - len(s) - 1) if a else 0
-            for s, a in zip(seqs, active, strict=True)
-        ]
+    t_pending, t_valid = _start(runners, prompts)  # what each model has not seen yet
+    d_pending, d_valid = t_pending, t_valid
+    rows = list(range(B))  # physical row p holds logical row rows[p]
+    rows, (t_pending, t_valid, d_pending, d_valid) = _compact(
+        runners, rows, active, t_pending, t_valid, d_pending, d_valid
+    )
+    while rows:
+        P = len(rows)
+        pgens = [gens[r] for r in rows]
+        ks = [min(gamma, max_new_tokens - len(seqs[r]) - 1) for r in rows]
         kmax = max(ks)
-        # -- draft: kmax steps, row b uses its first ks[b] ---------------------------------
-        d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [B, V]
-        drafts = torch.zeros(B, gamma, dtype=torch.long)
-        qs: list[list[torch.Tensor]] = [[] for _ in range(B)]
+        # -- draft: kmax steps, physical row p uses its first ks[p] ------------------------
+        d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [P, V]
+        drafts = torch.zeros(P, gamma, dtype=torch.long)
+        qs: list[list[torch.Tensor]] = [[] for _ in range(P)]
         d_cols: list[int] = []  # physical draft-cache columns of x_1..x_{kmax-1}
         for i in range(kmax):
-            rows = [b for b in range(B) if i < ks[b]]
+            drafting = [p for p in range(P) if i < ks[p]]
             if spec.draft_mode == "exact":
-                q_all = logits_to_probs(d_logits, params)  # [B, V]
-                toks = _sample_rows(q_all, rows, gens, params.is_greedy)
-                for b, tok in zip(rows, toks, strict=True):
-                    drafts[b, i] = tok
-                    qs[b].append(q_all[b])
+                q_all = logits_to_probs(d_logits, params)  # [P, V]
+                toks = _sample_rows(q_all, drafting, pgens, params.is_greedy)
+                for p, tok in zip(drafting, toks, strict=True):
+                    drafts[p, i] = tok
+                    qs[p].append(q_all[p])
             else:  # the bug zoo's misbehaving drafts, row by row
-                for b in rows:
-                    tok, q = _draft_step(d_logits[b], params, spec.draft_mode, gens[b])
-                    drafts[b, i] = tok
-                    qs[b].append(q)
+                for p in drafting:
+                    tok, q = _draft_step(d_logits[p], params, spec.draft_mode, pgens[p])
+                    drafts[p, i] = tok
+                    qs[p].append(q)
             if i + 1 < kmax:
-                feed_valid = torch.tensor([i + 1 < ks[b] for b in range(B)]).view(B, 1)
+                feed_valid = torch.tensor([i + 1 < ks[p] for p in range(P)]).view(P, 1)
                 d_cols.append(d_run.mask.shape[1])
                 d_logits = d_run.extend(drafts[:, i : i + 1], feed_valid, 1)[:, -1]
         # -- verify: one target call on [pending, drafts] -----------------------------------
-        draft_valid = torch.arange(gamma).view(1, -1) < torch.tensor(ks).view(-1, 1)  # [B, g]
+        draft_valid = torch.arange(gamma).view(1, -1) < torch.tensor(ks).view(-1, 1)  # [P, g]
         tokens = torch.cat([t_pending, drafts], 1)
         valid = torch.cat([t_valid, draft_valid], 1)
         t_col0 = t_run.mask.shape[1] + t_pending.shape[1]  # first draft column
-        logits = t_run.extend(tokens, valid, gamma + 1)  # [B, g+1, V]
+        logits = t_run.extend(tokens, valid, gamma + 1)  # [P, g+1, V]
         calls += 1
         check_logits(logits, "target")
-        p_all = logits_to_probs(logits, params)  # [B, g+1, V]
-        new_t_pending = torch.zeros(B, 1, dtype=torch.long)
-        d_next = torch.zeros(B, 2, dtype=torch.long)
-        d_next_valid = torch.zeros(B, 2, dtype=torch.bool)
-        rec_rows: list[int] = []
+        p_all = logits_to_probs(logits, params)  # [P, g+1, V]
+        t_pending = torch.zeros(P, 1, dtype=torch.long)
+        d_next = torch.zeros(P, 2, dtype=torch.long)
+        d_next_valid = torch.zeros(P, 2, dtype=torch.bool)
+        rec_phys: list[int] = []
         rec_pos: list[int] = []
         rec_tok: list[int] = []
-        for b in range(B):
-            if not active[b]:
-                continue
-            k = ks[b]
-            q_b = torch.stack(qs[b]) if k else None
-            v = spec.verify(drafts[b, :k], q_b, p_all[b, : k + 1], gens[b])
+        for p, r in enumerate(rows):
+            k = ks[p]
+            q_b = torch.stack(qs[p]) if k else None
+            v = spec.verify(drafts[p, :k], q_b, p_all[p, : k + 1], pgens[p])
             n = v.num_accepted
             # holes for rejected drafts, in both caches
-            t_run.mask[b, t_col0 + n : t_col0 + gamma] = False
+            t_run.mask[p, t_col0 + n : t_col0 + gamma] = False
             for i, col in enumerate(d_cols, start=1):  # column of x_i
                 if i > n:
-                    d_run.mask[b, col] = False
-            committed = drafts[b, :n].tolist() + [v.next_token]
-            room = max_new_tokens - len(seqs[b])
-            committed = committed[:room]
+                    d_run.mask[p, col] = False
+            committed = drafts[p, :n].tolist() + [v.next_token]
+            committed = committed[: max_new_tokens - len(seqs[r])]
             for j, tok in enumerate(committed):
                 if tok in eos:
                     committed = committed[: j + 1]
                     break
-            seqs[b].extend(committed)
+            seqs[r].extend(committed)
             if record:
-                rec_rows += [b] * len(committed)
+                rec_phys += [p] * len(committed)
                 rec_pos += range(len(committed))
                 rec_tok += committed
-            acc_counts[b].append(n)
-            drf_counts[b].append(k)
-            active[b] = len(seqs[b]) < max_new_tokens and committed[-1] not in eos
-            new_t_pending[b, 0] = v.next_token
+            acc_counts[r].append(n)
+            drf_counts[r].append(k)
+            active[r] = len(seqs[r]) < max_new_tokens and committed[-1] not in eos
+            t_pending[p, 0] = v.next_token
             # the draft has seen x_1..x_{k-1}; if all k were accepted it still needs x_k
             if n == k and k > 0:
-                d_next[b, 0], d_next_valid[b, 0] = int(drafts[b, k - 1]), True
-            d_next[b, 1], d_next_valid[b, 1] = v.next_token, True
-        if rec_rows:  # p(token) and the mass ranked above it, all committed tokens at once
-            pxs, aboves = _rank_stats(p_all[rec_rows, rec_pos], torch.tensor(rec_tok))
-            for b, px, above in zip(rec_rows, pxs, aboves, strict=True):
-                probs_rec[b].append(px)
-                above_rec[b].append(above)
-        for b in range(B):
-            if not active[b]:
-                d_next_valid[b] = False
-        t_pending, t_valid = new_t_pending, torch.tensor(active).view(B, 1)
+                d_next[p, 0], d_next_valid[p, 0] = int(drafts[p, k - 1]), True
+            d_next[p, 1], d_next_valid[p, 1] = v.next_token, True
+        now = time.perf_counter() - t0
+        for r in rows:
+            times[r].extend([now] * (len(seqs[r]) - len(times[r])))
+        if rec_phys:  # p(token) and the mass ranked above it, all committed tokens at once
+            pxs, aboves = _rank_stats(p_all[rec_phys, rec_pos], torch.tensor(rec_tok))
+            for p, px, above in zip(rec_phys, pxs, aboves, strict=True):
+                probs_rec[rows[p]].append(px)
+                above_rec[rows[p]].append(above)
+        t_valid = torch.ones(P, 1, dtype=torch.bool)
         d_pending, d_valid = d_next, d_next_valid
+        rows, (t_pending, t_valid, d_pending, d_valid) = _compact(
+            runners, rows, active, t_pending, t_valid, d_pending, d_valid
+        )
         t_run.trim()
         d_run.trim()
     return BatchResult(
@@ -393,4 +470,5 @@ def speculative_generate_batch(
         [seed + i for i in range(B)],
         probs_rec if record else None,
         above_rec if record else None,
+        times,
     )

@@ -106,3 +106,45 @@ def test_rows_equal_serial_runs_on_smollm2(smollm2, kw):
     for i in range(3):
         r = sv.autoregressive_generate(model, ids, max_new_tokens=8, seed=9 + i, **kw)
         assert ar.sequences[i] == r.new_tokens
+
+
+TOY_PROMPTS = [[0, 1], [3], [2, 2, 4, 1], [1, 0, 3]]
+
+
+@pytest.mark.parametrize("kw", SETTINGS, ids=["T1", "T0.7-k3-p0.9", "greedy"])
+def test_rows_with_their_own_prompts_equal_serial_runs_on_toy(kw):
+    """A list of prompts (as a server batches requests): shorter prompts leave holes, rows
+    that finish early leave the batch, and row i still equals its serial run."""
+    br = speculative_generate_batch(
+        TARGET, DRAFT, TOY_PROMPTS, gamma=3, max_new_tokens=9, seed=7, eos_token_id=4, **kw
+    )
+    ar = autoregressive_generate_batch(
+        TARGET, TOY_PROMPTS, max_new_tokens=9, seed=7, eos_token_id=4, **kw
+    )
+    for i, prompt in enumerate(TOY_PROMPTS):
+        common = dict(max_new_tokens=9, seed=7 + i, eos_token_id=4, **kw)
+        r = sv.speculative_generate(TARGET, DRAFT, prompt, gamma=3, **common)
+        assert br.sequences[i] == r.new_tokens
+        assert br.accepted_counts[i] == r.accepted_counts
+        assert ar.sequences[i] == sv.autoregressive_generate(TARGET, prompt, **common).new_tokens
+        for res in (br, ar):
+            t = res.token_times[i]
+            assert len(t) == len(res.sequences[i]) and t == sorted(t) and t[0] > 0
+
+
+def test_prompt_list_errors():
+    with pytest.raises(ValueError, match="num_sequences=3 but 4 prompts"):
+        autoregressive_generate_batch(TARGET, TOY_PROMPTS, num_sequences=3, max_new_tokens=2)
+    with pytest.raises(ValueError, match="num_sequences is required"):
+        speculative_generate_batch(TARGET, DRAFT, [0, 1], max_new_tokens=2)
+
+
+def test_rows_with_their_own_prompts_equal_serial_runs_on_smollm2(smollm2):
+    model, tok = smollm2
+    draft = early_exit_model(model, 28)
+    prompts = [render_prompt(tok, q) for q in ("List three fruits.", "Say hi.", "2+2=?")]
+    kw = dict(do_sample=True, temperature=0.8, top_k=50, max_new_tokens=8, seed=5)
+    br = speculative_generate_batch(model, draft, prompts, gamma=3, **kw)
+    for i, ids in enumerate(prompts):
+        r = sv.speculative_generate(model, draft, ids, gamma=3, **{**kw, "seed": 5 + i})
+        assert br.sequences[i] == r.new_tokens

@@ -1259,7 +1259,8 @@ def _null_law(support_size_or_p: Any, law: str, exponent: float) -> np.ndarray:
         if law == "uniform":
             return uniform_law(int(support_size_or_p))
         raise ValueError("law must be 'zipf' or 'uniform'")
-    return _as_probs(support_size_or_p, "p")
+    p = _as_probs(support_size_or_p, "p")
+    return p[p > 0]  # outcomes the null never produces carry no mass to move (nor power)
 
 
 def _head_tail(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1453,6 +1454,11 @@ def sample_size_for_tv(
     def ok(n: int) -> bool:
         return _power_at(p, tv, n, alpha, two_sample, method, min_expected) >= power
 
+    return _smallest_n(ok, max_n)
+
+
+def _smallest_n(ok: Any, max_n: int) -> int:
+    """Smallest n with ok(n), by doubling then bisection (ok assumed monotone)."""
     hi = 2
     while not ok(hi):
         hi *= 2
@@ -1466,6 +1472,38 @@ def sample_size_for_tv(
         else:
             lo = mid
     return int(hi)
+
+
+def sample_size_for_laws(
+    p: Any,
+    q: Any,
+    *,
+    alpha: float = 0.01,
+    power: float = 0.9,
+    two_sample: bool = False,
+    method: Method = "pearson",
+    min_expected: float = 5.0,
+    max_n: int = 10**10,
+) -> int:
+    """Samples needed to tell data from law ``q`` apart from the null law ``p`` with the given
+    power: one-sample (:func:`power_gof` against the exact ``p``) or, with ``two_sample``,
+    per arm of a homogeneity test (:func:`power_homogeneity`). Where :func:`sample_size_for_tv`
+    plans for a generic TV perturbation, this one is for a known alternative -- e.g. a broken
+    verifier's exact law (:func:`specviz.zoo.zoo_effects`)."""
+    P, Q = _as_probs(p, "p"), _as_probs(q, "q")
+    if not 0 < power < 1 or not 0 < alpha < 1:
+        raise ValueError("alpha and power must be in (0, 1)")
+    if np.allclose(P, Q, rtol=0, atol=1e-15):
+        raise ValueError("p and q are the same law: no sample size detects no difference")
+
+    def ok(n: int) -> bool:
+        if two_sample:
+            pw = power_homogeneity(P, Q, n, alpha, method=method, min_expected=min_expected)
+        else:
+            pw = power_gof(P, Q, n, alpha=alpha, method=method, min_expected=min_expected)
+        return pw >= power
+
+    return _smallest_n(ok, max_n)
 
 
 def min_detectable_tv(
@@ -1491,6 +1529,8 @@ def min_detectable_tv(
     detectable.
     """
     p = _null_law(support_size_or_p, law, exponent)
+    if p.size < 2:  # one possible outcome: no perturbation of this kind exists
+        return math.inf
     head, _ = _head_tail(p)
     tv_max = float(p[head].sum()) * (1 - 1e-9)  # stay inside tv_alternative's range
 

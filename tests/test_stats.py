@@ -568,3 +568,22 @@ def test_greedy_consistency_verdicts():
     assert S.greedy_consistency([[1, 2]], [np.array([1, 2])]).verdicts == ("identical",)
     with pytest.raises(ValueError):
         S.greedy_consistency([[1]], [[1], [2]])
+
+
+def test_planning_ignores_outcomes_the_null_never_produces():
+    """An observed law with zero entries (outcomes seen only in the other arm) plans like the
+    law on its support; a single possible outcome has no detectable TV of this kind."""
+    law = np.array([0.4, 0.0, 0.45, 0.08, 0.0, 0.07])
+    assert S.min_detectable_tv(law, 1000) == pytest.approx(S.min_detectable_tv(law[law > 0], 1000))
+    assert S.min_detectable_tv(np.array([1.0, 0.0]), 1000) == math.inf
+
+
+def test_sample_size_for_laws_matches_the_tv_planner_on_its_alternative():
+    p = S.zipf_law(10)
+    q = S.tv_alternative(p, 0.05)
+    for two in (False, True):
+        assert S.sample_size_for_laws(p, q, two_sample=two) == S.sample_size_for_tv(
+            10, 0.05, two_sample=two
+        )
+    with pytest.raises(ValueError, match="same law"):
+        S.sample_size_for_laws(p, p)

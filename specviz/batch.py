@@ -272,44 +272,63 @@ def autoregressive_generate_batch(
     record: bool = False,
 ) -> BatchResult:
     """Standard sampling, batched: ``num_sequences`` samples of one prompt, or one row per
-    prompt when ``input_ids`` is a list of prompts. Row i == serial run with seed+i."""
+    prompt when ``input_ids`` is a list of prompts. Row i == serial run with seed+i.
+
+    ``model_calls`` counts batched forward passes; their rows are distinct prefixes only."""
     params = SamplingParams(do_sample, temperature, top_k, top_p)
     _check_count("max_new_tokens", max_new_tokens, 0)
     prompts = _prompts(input_ids, num_sequences)
     B = len(prompts)
     eos = _eos_set(eos_token_id)
-    runner = _batch_runner(target, B)
-    gens = _generators(seed, B, runner.device)
     seqs: list[list[int]] = [[] for _ in range(B)]
     times: list[list[float]] = [[] for _ in range(B)]
     probs_rec: list[list[float]] = [[] for _ in range(B)]
     above_rec: list[list[float]] = [[] for _ in range(B)]
     active = [max_new_tokens > 0] * B
     t0 = time.perf_counter()
-    tokens, valid = _start([runner], prompts)
-    rows = list(range(B))  # physical row p holds logical row rows[p]
-    rows, (tokens, valid) = _compact([runner], rows, active, tokens, valid)
+    # Rows with the same tokens so far are in the same state: the model runs once per
+    # *distinct* prefix (a group) and each row samples from its group's law with its own
+    # generator. Samples share their first tokens often (one prompt, peaked first
+    # tokens), so early steps cost a handful of rows instead of B.
+    firsts: dict[tuple[int, ...], list[int]] = {}
+    for r, p in enumerate(prompts):
+        if active[r]:
+            firsts.setdefault(tuple(p.tolist()), []).append(r)
+    groups = list(firsts.values())
+    runner = _batch_runner(target, max(1, len(groups)))
+    gens = _generators(seed, B, runner.device)
+    tokens, _ = _start([runner], [prompts[g[0]] for g in groups]) if groups else (None, None)
     calls = 0
-    while rows:
-        P = len(rows)
-        logits = runner.extend(tokens, valid, 1)[:, -1]  # [P, V]
+    while groups:
+        G = len(groups)
+        logits = runner.extend(tokens, torch.ones(G, 1, dtype=torch.bool), 1)[:, -1]  # [G, V]
         calls += 1
         check_logits(logits, "target")
-        probs = logits_to_probs(logits, params)  # [P, V]
-        phys = list(range(P))
-        toks = _sample_rows(probs, phys, [gens[r] for r in rows], params.is_greedy)
+        probs = logits_to_probs(logits, params)  # [G, V]
+        members = [r for g in groups for r in g]
+        owner = torch.tensor([gi for gi, g in enumerate(groups) for _ in g])
+        sub = probs[owner]  # [R, V], each row its group's law
+        toks = _sample_rows(
+            sub, list(range(len(members))), [gens[r] for r in members], params.is_greedy
+        )
         now = time.perf_counter() - t0
         if record:
-            pxs, aboves = _rank_stats(probs, torch.tensor(toks))
-        for p, (r, tok) in enumerate(zip(rows, toks, strict=True)):
+            pxs, aboves = _rank_stats(sub, torch.tensor(toks))
+        children: dict[tuple[int, int], list[int]] = {}
+        for j, (r, tok) in enumerate(zip(members, toks, strict=True)):
             seqs[r].append(tok)
             times[r].append(now)
             if record:
-                probs_rec[r].append(pxs[p])
-                above_rec[r].append(aboves[p])
+                probs_rec[r].append(pxs[j])
+                above_rec[r].append(aboves[j])
             active[r] = len(seqs[r]) < max_new_tokens and tok not in eos
-        tokens, valid = torch.tensor(toks).view(P, 1), torch.ones(P, 1, dtype=torch.bool)
-        rows, (tokens, valid) = _compact([runner], rows, active, tokens, valid)
+            if active[r]:
+                children.setdefault((int(owner[j]), tok), []).append(r)
+        groups = list(children.values())
+        parents = [gi for gi, _ in children]
+        if groups and parents != list(range(G)):
+            runner.select(torch.tensor(parents, dtype=torch.long))  # fork / drop rows
+        tokens = torch.tensor([tok for _, tok in children], dtype=torch.long).view(-1, 1)
     return BatchResult(
         seqs,
         [()] * B,

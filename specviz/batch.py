@@ -210,19 +210,6 @@ def _start(runners, prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
     return last, torch.ones(B, 1, dtype=torch.bool)
 
 
-def _compact(runners, rows: list[int], active: list[bool], *pending: torch.Tensor):
-    """Drop finished rows from the batch: runners' caches and the per-row pending tensors.
-    ``rows[p]`` is the logical row held by physical row p."""
-    keep = [p for p, r in enumerate(rows) if active[r]]
-    if len(keep) == len(rows):
-        return rows, pending
-    idx = torch.tensor(keep, dtype=torch.long)
-    if keep:
-        for run in runners:
-            run.select(idx)
-    return [rows[p] for p in keep], tuple(t[idx] for t in pending)
-
-
 def _rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float], list[float]]:
     """probs [c, V], tokens [c] -> (p(token), mass of tokens ranked above it), where the
     ranking is by probability, ties broken by id (the order of randomized_pit)."""
@@ -375,10 +362,6 @@ def speculative_generate_batch(
     draft_model = draft.model if isinstance(draft, ModelDrafter) else draft
     if hasattr(draft_model, "propose"):
         raise TypeError("batched speculative decoding needs a model draft, not a drafter object")
-    t_run, d_run = _batch_runner(target, B), _batch_runner(draft_model, B)
-    runners = (t_run, d_run)
-    gens = _generators(seed, B, t_run.device)
-
     seqs: list[list[int]] = [[] for _ in range(B)]
     times: list[list[float]] = [[] for _ in range(B)]
     probs_rec: list[list[float]] = [[] for _ in range(B)]
@@ -388,96 +371,148 @@ def speculative_generate_batch(
     active = [max_new_tokens > 0] * B
     calls = 0
     t0 = time.perf_counter()
-    t_pending, t_valid = _start(runners, prompts)  # what each model has not seen yet
-    d_pending, d_valid = t_pending, t_valid
-    rows = list(range(B))  # physical row p holds logical row rows[p]
-    rows, (t_pending, t_valid, d_pending, d_valid) = _compact(
-        runners, rows, active, t_pending, t_valid, d_pending, d_valid
-    )
-    while rows:
-        P = len(rows)
-        pgens = [gens[r] for r in rows]
-        ks = [min(gamma, max_new_tokens - len(seqs[r]) - 1) for r in rows]
+    # Physical row p of both caches holds a *group* of logical rows in the same state (same
+    # tokens so far, same drafts so far). Every row draws with its own generator; a group
+    # forks (its cache rows are copied) when its rows' draws differ, and finished rows
+    # leave. One prompt and peaked early tokens make the first rounds cost a few rows.
+    firsts: dict[tuple[int, ...], list[int]] = {}
+    for r, p in enumerate(prompts):
+        if active[r]:
+            firsts.setdefault(tuple(p.tolist()), []).append(r)
+    members = list(firsts.values())
+    t_run = _batch_runner(target, max(1, len(members)))
+    d_run = _batch_runner(draft_model, max(1, len(members)))
+    runners = (t_run, d_run)
+    gens = _generators(seed, B, t_run.device)
+    if members:
+        t_pending, t_valid = _start(runners, [prompts[g[0]] for g in members])
+        d_pending, d_valid = t_pending, t_valid
+    while members:
+        G = len(members)
+        ks = [min(gamma, max_new_tokens - len(seqs[g[0]]) - 1) for g in members]
         kmax = max(ks)
-        # -- draft: kmax steps, physical row p uses its first ks[p] ------------------------
-        d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [P, V]
-        drafts = torch.zeros(P, gamma, dtype=torch.long)
-        qs: list[list[torch.Tensor]] = [[] for _ in range(P)]
+        # -- draft: kmax steps, group p drafts its first ks[p] --------------------------------
+        d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [G, V]
+        drafts = torch.zeros(G, gamma, dtype=torch.long)
+        qs: list[list[torch.Tensor]] = [[] for _ in range(G)]
         d_cols: list[int] = []  # physical draft-cache columns of x_1..x_{kmax-1}
         for i in range(kmax):
-            drafting = [p for p in range(P) if i < ks[p]]
-            if spec.draft_mode == "exact":
-                q_all = logits_to_probs(d_logits, params)  # [P, V]
-                toks = _sample_rows(q_all, drafting, pgens, params.is_greedy)
-                for p, tok in zip(drafting, toks, strict=True):
-                    drafts[p, i] = tok
-                    qs[p].append(q_all[p])
+            q_all = logits_to_probs(d_logits, params) if spec.draft_mode == "exact" else None
+            split: dict[tuple[int, int], list[int]] = {}  # (parent group, token) -> rows
+            q_of: dict[tuple[int, int], torch.Tensor] = {}
+            drawing = [p for p in range(G) if i < ks[p]]
+            rows = [r for p in drawing for r in members[p]]
+            if q_all is not None:  # every drawing row at once, from its group's q
+                owner = [p for p in drawing for _ in members[p]]
+                toks = _sample_rows(
+                    q_all[owner], list(range(len(rows))), [gens[r] for r in rows], params.is_greedy
+                )
+                drawn = [(p, r, t, q_all[p]) for p, r, t in zip(owner, rows, toks, strict=True)]
             else:  # the bug zoo's misbehaving drafts, row by row
-                for p in drafting:
-                    tok, q = _draft_step(d_logits[p], params, spec.draft_mode, pgens[p])
-                    drafts[p, i] = tok
-                    qs[p].append(q)
+                drawn = []
+                for p in drawing:
+                    for r in members[p]:
+                        tok, q = _draft_step(d_logits[p], params, spec.draft_mode, gens[r])
+                        drawn.append((p, r, int(tok), q))
+            for p in range(G):
+                if i >= ks[p]:
+                    split[(p, -1)] = members[p]
+            for p, r, tok, q in drawn:
+                split.setdefault((p, int(tok)), []).append(r)
+                q_of[(p, int(tok))] = q
+            split = dict(sorted(split.items()))  # children in parent order
+            parents = [p for p, _ in split]
+            if parents != list(range(G)):  # fork groups whose rows drew different tokens
+                idx = torch.tensor(parents, dtype=torch.long)
+                for run in runners:
+                    run.select(idx)
+                t_pending, t_valid, d_pending, d_valid = (
+                    x[idx] for x in (t_pending, t_valid, d_pending, d_valid)
+                )
+                drafts, d_logits = drafts[idx], d_logits[idx]
+                qs = [list(qs[p]) for p in parents]
+                ks = [ks[p] for p in parents]
+            members = list(split.values())
+            G = len(members)
+            for c, (p, tok) in enumerate(split):
+                if tok >= 0:
+                    drafts[c, i] = tok
+                    qs[c].append(q_of[(p, tok)])
             if i + 1 < kmax:
-                feed_valid = torch.tensor([i + 1 < ks[p] for p in range(P)]).view(P, 1)
+                feed_valid = torch.tensor([i + 1 < ks[c] for c in range(G)]).view(G, 1)
                 d_cols.append(d_run.mask.shape[1])
                 d_logits = d_run.extend(drafts[:, i : i + 1], feed_valid, 1)[:, -1]
         # -- verify: one target call on [pending, drafts] -----------------------------------
-        draft_valid = torch.arange(gamma).view(1, -1) < torch.tensor(ks).view(-1, 1)  # [P, g]
+        draft_valid = torch.arange(gamma).view(1, -1) < torch.tensor(ks).view(-1, 1)  # [G, g]
         tokens = torch.cat([t_pending, drafts], 1)
         valid = torch.cat([t_valid, draft_valid], 1)
         t_col0 = t_run.mask.shape[1] + t_pending.shape[1]  # first draft column
-        logits = t_run.extend(tokens, valid, gamma + 1)  # [P, g+1, V]
+        logits = t_run.extend(tokens, valid, gamma + 1)  # [G, g+1, V]
         calls += 1
         check_logits(logits, "target")
-        p_all = logits_to_probs(logits, params)  # [P, g+1, V]
-        t_pending = torch.zeros(P, 1, dtype=torch.long)
-        d_next = torch.zeros(P, 2, dtype=torch.long)
-        d_next_valid = torch.zeros(P, 2, dtype=torch.bool)
+        p_all = logits_to_probs(logits, params)  # [G, g+1, V]
+        now = time.perf_counter() - t0
+        after: dict[tuple[int, int, int], list[int]] = {}  # (group, accepted, next) -> rows
         rec_phys: list[int] = []
         rec_pos: list[int] = []
         rec_tok: list[int] = []
-        for p, r in enumerate(rows):
+        rec_rows: list[int] = []
+        for p, g in enumerate(members):
             k = ks[p]
             q_b = torch.stack(qs[p]) if k else None
-            v = spec.verify(drafts[p, :k], q_b, p_all[p, : k + 1], pgens[p])
-            n = v.num_accepted
-            # holes for rejected drafts, in both caches
-            t_run.mask[p, t_col0 + n : t_col0 + gamma] = False
-            for i, col in enumerate(d_cols, start=1):  # column of x_i
-                if i > n:
-                    d_run.mask[p, col] = False
-            committed = drafts[p, :n].tolist() + [v.next_token]
-            committed = committed[: max_new_tokens - len(seqs[r])]
-            for j, tok in enumerate(committed):
-                if tok in eos:
-                    committed = committed[: j + 1]
-                    break
-            seqs[r].extend(committed)
-            if record:
-                rec_phys += [p] * len(committed)
-                rec_pos += range(len(committed))
-                rec_tok += committed
-            acc_counts[r].append(n)
-            drf_counts[r].append(k)
-            active[r] = len(seqs[r]) < max_new_tokens and committed[-1] not in eos
-            t_pending[p, 0] = v.next_token
-            # the draft has seen x_1..x_{k-1}; if all k were accepted it still needs x_k
-            if n == k and k > 0:
-                d_next[p, 0], d_next_valid[p, 0] = int(drafts[p, k - 1]), True
-            d_next[p, 1], d_next_valid[p, 1] = v.next_token, True
-        now = time.perf_counter() - t0
-        for r in rows:
-            times[r].extend([now] * (len(seqs[r]) - len(times[r])))
+            for r in g:
+                v = spec.verify(drafts[p, :k], q_b, p_all[p, : k + 1], gens[r])
+                n = v.num_accepted
+                committed = drafts[p, :n].tolist() + [v.next_token]
+                committed = committed[: max_new_tokens - len(seqs[r])]
+                for j, tok in enumerate(committed):
+                    if tok in eos:
+                        committed = committed[: j + 1]
+                        break
+                seqs[r].extend(committed)
+                times[r].extend([now] * len(committed))
+                if record:
+                    rec_phys += [p] * len(committed)
+                    rec_pos += range(len(committed))
+                    rec_tok += committed
+                    rec_rows += [r] * len(committed)
+                acc_counts[r].append(n)
+                drf_counts[r].append(k)
+                active[r] = len(seqs[r]) < max_new_tokens and committed[-1] not in eos
+                if active[r]:
+                    after.setdefault((p, n, v.next_token), []).append(r)
         if rec_phys:  # p(token) and the mass ranked above it, all committed tokens at once
             pxs, aboves = _rank_stats(p_all[rec_phys, rec_pos], torch.tensor(rec_tok))
-            for p, px, above in zip(rec_phys, pxs, aboves, strict=True):
-                probs_rec[rows[p]].append(px)
-                above_rec[rows[p]].append(above)
-        t_valid = torch.ones(P, 1, dtype=torch.bool)
-        d_pending, d_valid = d_next, d_next_valid
-        rows, (t_pending, t_valid, d_pending, d_valid) = _compact(
-            runners, rows, active, t_pending, t_valid, d_pending, d_valid
-        )
+            for r, px, above in zip(rec_rows, pxs, aboves, strict=True):
+                probs_rec[r].append(px)
+                above_rec[r].append(above)
+        members = list(after.values())
+        if not members:
+            break
+        parents = [p for p, _, _ in after]
+        if parents != list(range(G)):
+            idx = torch.tensor(parents, dtype=torch.long)
+            for run in runners:
+                run.select(idx)
+            drafts = drafts[idx]
+            ks = [ks[p] for p in parents]
+        G = len(members)
+        t_pending = torch.zeros(G, 1, dtype=torch.long)
+        t_valid = torch.ones(G, 1, dtype=torch.bool)
+        d_pending = torch.zeros(G, 2, dtype=torch.long)
+        d_valid = torch.zeros(G, 2, dtype=torch.bool)
+        for c, (_, n, nxt) in enumerate(after):
+            k = ks[c]
+            # holes for rejected drafts, in both caches
+            t_run.mask[c, t_col0 + n : t_col0 + gamma] = False
+            for i, col in enumerate(d_cols, start=1):  # column of x_i
+                if i > n:
+                    d_run.mask[c, col] = False
+            t_pending[c, 0] = nxt
+            # the draft has seen x_1..x_{k-1}; if all k were accepted it still needs x_k
+            if n == k and k > 0:
+                d_pending[c, 0], d_valid[c, 0] = int(drafts[c, k - 1]), True
+            d_pending[c, 1], d_valid[c, 1] = nxt, True
         t_run.trim()
         d_run.trim()
     return BatchResult(

@@ -4,7 +4,10 @@
 
 Samples --n continuations of --tokens tokens per arm (speculative and standard) for one
 prompt, with the target's own first --layers layers as the draft (early exit, no second
-model in memory), and prints the wall time, the throughput of each arm and the verdict.
+model in memory), and prints the wall time and the verdict. An untrained early exit agrees
+with SmolLM2 on ~3% of the mass (measured at 4..16 layers), so gamma=1 is the cheapest
+honest setting: every round still exercises drafting, rejection and the residual. Both arms
+run the model once per distinct state (rows that share their tokens so far share a row).
 The target is 10 minutes for 5,000 samples per arm of 8-token continuations on 2 CPU cores.
 """
 
@@ -24,7 +27,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--gamma", type=int, default=2)
+    ap.add_argument("--gamma", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=500)
     args = ap.parse_args()
     model = load_model("smollm2-135m")

@@ -39,6 +39,12 @@ __all__ = [
     "SimPoint",
     "accept_scatter_figure",
     "accept_test_figure",
+    "cost_benefit_figure",
+    "margin_figure",
+    "metric_bars_figure",
+    "power_curve_figure",
+    "pvalue_uniformity_figure",
+    "rejection_positions_figure",
     "accepted_counts",
     "default_row",
     "expected_tokens_per_call",
@@ -981,4 +987,268 @@ def verifier_report_figure(
         annotation_text=f"alpha = {alpha:g}",
     )
     fig.update_layout(title="Which verifiers keep the target's law?", height=420)
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# lossless statistics: calibration, power, greedy margins
+# -------------------------------------------------------------------------------------------
+
+
+def pvalue_uniformity_figure(
+    pvalues: Mapping[str, Sequence[float]], *, alpha: float = 0.05, title: str | None = None
+) -> go.Figure:
+    """Sorted p-values against uniform quantiles (QQ), one series per label: a calibrated
+    test on a true null lies on the diagonal; a broken rule bends the curve towards 0. The
+    dashed horizontal line is the test level (the share of points below it is the
+    rejection rate)."""
+    fig = go.Figure()
+    palette = [KIND_COLORS["accepted"], THEORY_COLOR, P_COLOR, Q_COLOR, RESIDUAL_COLOR]
+    for i, (label, pv) in enumerate(pvalues.items()):
+        p = np.sort(np.asarray(pv, dtype=float))
+        if p.size == 0:
+            continue
+        expected = (np.arange(1, p.size + 1) - 0.5) / p.size
+        rate = float(np.mean(p < alpha))
+        fig.add_trace(
+            go.Scatter(
+                name=f"{label}: {rate:.0%} below {alpha:g}",
+                x=expected.tolist(),
+                y=p.tolist(),
+                mode="markers",
+                marker=dict(color=palette[i % len(palette)], size=6),
+                hovertemplate="uniform quantile %{x:.3f}: p = %{y:.3g}<extra>"
+                + str(label)
+                + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            name="uniform", x=[0, 1], y=[0, 1], mode="lines", line=dict(color="black", dash="dash")
+        )
+    )
+    fig.add_hline(y=alpha, line_dash="dot", line_color="grey")
+    n = max((len(v) for v in pvalues.values()), default=0)
+    fig.update_layout(
+        title=title or f"Calibration: p-values of {n} null replicates vs uniform",
+        xaxis=dict(title="uniform quantile", range=[0, 1]),
+        yaxis=dict(title="sorted p-value", range=[0, 1]),
+        height=420,
+        width=560,
+    )
+    return fig
+
+
+def power_curve_figure(
+    ns: Sequence[int],
+    curves: Mapping[str, Sequence[float]],
+    *,
+    power: float = 0.9,
+    marks: Mapping[str, float] | None = None,
+    title: str = "Power of the first-token test vs sample size",
+) -> go.Figure:
+    """Power (probability of a rejection) against the sample size, one curve per alternative,
+    log-x; the dotted line is the target ``power`` and ``marks`` are vertical lines at named
+    sample sizes (e.g. the samples a notebook actually drew)."""
+    fig = go.Figure()
+    for label, ys in curves.items():
+        fig.add_trace(
+            go.Scatter(
+                name=str(label),
+                x=[int(n) for n in ns],
+                y=[float(y) for y in ys],
+                mode="lines+markers",
+                hovertemplate="n = %{x}: power %{y:.3f}<extra>" + str(label) + "</extra>",
+            )
+        )
+    fig.add_hline(y=power, line_dash="dot", line_color="black", annotation_text=f"{power:.0%}")
+    for label, n in (marks or {}).items():
+        if np.isfinite(n) and n > 0:  # a trace, not a shape: shapes on log axes take log10(x)
+            fig.add_trace(
+                go.Scatter(
+                    name=str(label),
+                    x=[float(n), float(n)],
+                    y=[0.0, 1.0],
+                    mode="lines",
+                    line=dict(color="grey", dash="dash"),
+                    hovertemplate=f"{label}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="samples (per arm)", type="log"),
+        yaxis=dict(title="power", range=[0, 1.02]),
+        height=400,
+    )
+    return fig
+
+
+def margin_figure(
+    background: Mapping[str, Sequence[float]],
+    divergences: Sequence[Mapping[str, Any]],
+    *,
+    near_tie: Mapping[str, float] | None = None,
+    title: str = "Top-1 minus top-2 logit: every greedy step vs the divergences",
+) -> go.Figure:
+    """Where greedy outputs part: the top-1/top-2 logit margin of every greedy decision
+    (histogram per dtype, log-x) and, as markers on top, the margin at each first divergence
+    (dicts with ``label``, ``margin`` and optionally ``dtype``). Divergences sitting at the far
+    left of the histogram are near ties -- numerics, not bugs."""
+    fig = go.Figure()
+    floor = 1e-4
+    all_m = np.concatenate([np.asarray(v, dtype=float) for v in background.values()] or [[1.0]])
+    hi = float(np.log10(max(all_m.max(initial=1.0), 1.0))) + 0.1
+    for label, vals in background.items():
+        v = np.maximum(np.asarray(vals, dtype=float), floor)
+        fig.add_trace(
+            go.Histogram(
+                name=f"{label}: {v.size} greedy steps",
+                x=np.log10(v).tolist(),
+                xbins=dict(start=math.log10(floor), end=hi, size=0.2),
+                opacity=0.55,
+                hovertemplate="log10 margin %{x}: %{y} steps<extra>" + str(label) + "</extra>",
+            )
+        )
+    ymax = 1.0
+    for tr in fig.data:
+        ymax = max(ymax, float(np.histogram(tr.x, bins=30)[0].max()) if len(tr.x) else 1.0)
+    pts = [d for d in divergences if d.get("margin") is not None]
+    if pts:
+        fig.add_trace(
+            go.Scatter(
+                name=f"first divergences ({len(pts)})",
+                x=[math.log10(max(float(d["margin"]), floor)) for d in pts],
+                y=[ymax * (0.35 + 0.6 * (i % 5) / 5) for i in range(len(pts))],
+                mode="markers+text",
+                text=[str(d.get("label", "")) for d in pts],
+                textposition="top center",
+                marker=dict(symbol="x", size=12, color="black"),
+                customdata=[float(d["margin"]) for d in pts],
+                hovertemplate="%{text}<br>margin %{customdata:.4f}<extra></extra>",
+            )
+        )
+    for label, t in (near_tie or {}).items():
+        fig.add_vline(
+            x=math.log10(t),
+            line_dash="dash",
+            line_color="grey",
+            annotation_text=f"near tie {label}",
+        )
+    fig.update_layout(
+        title=title,
+        barmode="overlay",
+        xaxis=dict(title="log10(top-1 logit - top-2 logit)"),
+        yaxis=dict(title="greedy steps"),
+        height=420,
+    )
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# drafters x task categories
+# -------------------------------------------------------------------------------------------
+
+
+def rejection_positions_figure(
+    rejection_hist: Sequence[int],
+    all_accepted: int,
+    *,
+    empty: int = 0,
+    title: str | None = None,
+) -> go.Figure:
+    """Where a drafter's steps ended: share of steps whose first rejection was at draft
+    position 1..gamma, and of steps that accepted every draft (``all_accepted``). Steps with
+    an empty draft (nothing to propose: a lookup with no match) are counted in the title, not
+    as rejections. A tall first bar says: shorten gamma or change the drafter."""
+    rej = np.asarray(rejection_hist, dtype=int)
+    total = int(rej.sum()) + int(all_accepted)
+    x = [str(i + 1) for i in range(rej.size)] + ["none (all accepted)"]
+    counts = rej.tolist() + [int(all_accepted)]
+    share = [c / total if total else 0.0 for c in counts]
+    colors = [THEORY_COLOR] * rej.size + [KIND_COLORS["accepted"]]
+    fig = go.Figure(
+        go.Bar(
+            x=x,
+            y=share,
+            marker_color=colors,
+            customdata=counts,
+            hovertemplate="%{x}: %{y:.1%} of steps (%{customdata})<extra></extra>",
+            showlegend=False,
+        )
+    )
+    head = title + "<br><sup>" if title else ""
+    fig.update_layout(
+        title=f"{head}first rejected position over {total} drafting steps"
+        + (f"; {empty} empty drafts" if empty else "")
+        + ("</sup>" if title else ""),
+        xaxis=dict(title="first rejected draft position", type="category"),
+        yaxis=dict(title="share of steps", range=[0, 1.02]),
+        height=380,
+    )
+    return fig
+
+
+def metric_bars_figure(
+    summary: Any,
+    metric: str,
+    *,
+    x: str = "category",
+    color: str = "drafter",
+    title: str | None = None,
+) -> go.Figure:
+    """One grouped bar per ``x`` value (task category), one colour per ``color`` value
+    (drafter), height ``metric`` -- rows of :func:`specviz.analysis.summarize` already
+    filtered to one gamma and mode."""
+    if metric not in summary.columns:
+        raise KeyError(f"no column {metric!r}; have {list(summary.columns)}")
+    xs = list(dict.fromkeys(summary[x]))
+    fig = go.Figure()
+    for name in dict.fromkeys(summary[color]):
+        sub = summary[summary[color] == name].set_index(x)
+        fig.add_trace(
+            go.Bar(
+                name=str(name),
+                x=[str(v) for v in xs],
+                y=[float(sub[metric].get(v, np.nan)) if v in sub.index else None for v in xs],
+                hovertemplate="%{x}: %{y:.3f}<extra>" + str(name) + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title=title or metric.replace("_", " "),
+        barmode="group",
+        xaxis=dict(title=x, type="category"),
+        yaxis=dict(title=metric.replace("_", " ")),
+        height=400,
+    )
+    return fig
+
+
+def cost_benefit_figure(summary: Any, *, title: str | None = None) -> go.Figure:
+    """Draft cost against what it buys: share of the wall time spent drafting (x) vs mean
+    accepted length (tokens per target call, y), one marker per (drafter, category) row of
+    :func:`specviz.analysis.summarize` (category ``all`` drawn large). Up-left is cheap and
+    strong; a strong drafter that eats the time it saves sits up-right."""
+    fig = go.Figure()
+    for name in dict.fromkeys(summary["drafter"]):
+        sub = summary[summary["drafter"] == name]
+        big = (sub["category"] == "all").to_numpy()
+        fig.add_trace(
+            go.Scatter(
+                name=str(name),
+                x=sub["draft_time_share"].astype(float).tolist(),
+                y=sub["mean_accepted_length"].astype(float).tolist(),
+                mode="markers",
+                marker=dict(size=[16 if b else 8 for b in big]),
+                text=sub["category"].astype(str).tolist(),
+                customdata=sub["speedup"].astype(float).tolist(),
+                hovertemplate="%{text}: draft share %{x:.1%}, %{y:.2f} tokens/call, speedup "
+                "%{customdata:.2f}x<extra>" + str(name) + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title=title or "Draft cost vs mean accepted length",
+        xaxis=dict(title="draft time / total time", tickformat=".0%", rangemode="tozero"),
+        yaxis=dict(title="mean accepted length (tokens per target call)", rangemode="tozero"),
+        height=420,
+    )
     return fig

@@ -12,16 +12,22 @@ JupyterLab shows the widget; an nbconvert HTML export without widget state -- wh
 to come alive and so is useless offline -- falls back to the snapshot.
 
 The experiment helpers (:func:`simulate_toy`, :func:`first_token_law`,
-:func:`sample_continuations`, :func:`run_prompts`, :func:`load_models`) are what the notebooks
-run; they live here, not in the notebooks, so they are tested and the notebooks stay thin.
+:func:`sample_continuations`, :func:`run_prompts`, :func:`load_models`; for notebook 05
+:func:`memo_pair`, :func:`calibration_on_toy`, :func:`same_seed_runs`, :func:`power_curves`;
+for notebook 06 :func:`precision_greedy`, :func:`logit_margins`; for notebook 07
+:func:`grid_drafters`, :func:`pooled_cells` and the :class:`GridExplorer`) are what the
+notebooks run; they live here, not in the notebooks, so they are tested and the notebooks stay
+thin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,13 +41,28 @@ import torch
 from . import viz
 from .drafters import EarlyExitDrafter, PromptLookupDrafter
 from .engine import GenerationResult, speculative_generate
+from .memo import MemoLM, memo_pair
 from .sampling import SamplingParams, logits_to_probs
 from .toy import ToyLM, exact_continuation_law
 from .trace import Trace
-from .verify import VERIFIERS
+from .zoo import first_token_law
 
 __all__ = [
     "FigureSelector",
+    "GridExplorer",
+    "MemoLM",
+    "SeedComparison",
+    "acceptance_at",
+    "calibration_on_toy",
+    "grid_drafters",
+    "logit_margins",
+    "memo_pair",
+    "pooled_cells",
+    "power_curves",
+    "precision_drafters",
+    "precision_greedy",
+    "same_seed_runs",
+    "samples_for_power",
     "NotebookModels",
     "PromptRun",
     "ToyExplorer",
@@ -488,82 +509,6 @@ class FigureSelector:
 # -------------------------------------------------------------------------------------------
 
 
-def _ratio_accept(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """min(1, p/q) as the unguarded verifiers compute it: p/0 = inf accepts, 0/0 = NaN rejects."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = p / q
-    return np.where(np.isnan(ratio), 0.0, np.minimum(ratio, 1.0))
-
-
-def _residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    r = np.clip(p - q, 0.0, None)
-    return r / r.sum() if r.sum() > 0 else p
-
-
-def first_token_law(
-    verifier: str, target_logits: torch.Tensor, draft_logits: torch.Tensor, params: SamplingParams
-) -> np.ndarray:
-    """Exact law of the first token a speculative step emits under a named verifier.
-
-    The first token is the first draft if accepted, else a token from the rule's correction
-    law, whatever gamma is, so it is a one-position computation:
-    ``sum_x s(x) [a(x) delta_x + (1 - a(x)) r]`` with ``s`` the law the drafter samples from,
-    ``a`` the rule's acceptance probability and ``r`` its correction law. The lossless rule
-    gives exactly the target law ``p``; every broken rule of :data:`specviz.VERIFIERS` moves it
-    by a computable TV distance -- the effect size a test has to detect. Mirrors the drafter
-    modes of :mod:`specviz.drafters` and the rules of :mod:`specviz.verify` (tests check the
-    mirror against the engine by simulation).
-    """
-    if params.is_greedy:
-        raise ValueError("first_token_law is for sampling (do_sample=True)")
-    p = logits_to_probs(target_logits.float(), params).double().numpy()
-    q = logits_to_probs(draft_logits.float(), params)
-    q_np = q.double().numpy()
-    sampled, reported = q_np, q_np
-    if verifier not in VERIFIERS:
-        raise ValueError(f"unknown verifier {verifier!r}; choose from {sorted(VERIFIERS)}")
-    mode = VERIFIERS[verifier].draft_mode
-    if mode == "argmax_softmax_q":
-        sampled = np.zeros_like(q_np)
-        sampled[int(draft_logits.argmax())] = 1.0
-    elif mode == "unprocessed_q":
-        reported = torch.softmax(draft_logits.float(), dim=-1).double().numpy()
-    elif mode == "ignores_temperature":
-        t1 = SamplingParams(True, 1.0, params.top_k, params.top_p)
-        sampled = logits_to_probs(draft_logits.float(), t1).double().numpy()
-    elif mode == "vocab_shift":  # tokens translated correctly, q reported in draft ids
-        from .drafters import shifted_ids
-
-        reported = q_np[shifted_ids(len(q_np)).numpy()]
-    elif mode == "bf16_sample":
-        q16 = logits_to_probs(draft_logits.float().to(torch.bfloat16), params)
-        q16 = q16.to(torch.bfloat16).float().double().numpy()
-        sampled = q16 / q16.sum()
-
-    if verifier in (
-        "lossless",
-        "greedy_draft_softmax_q",
-        "unprocessed_q",
-        "draft_ignores_temperature",
-        "mixed_precision",
-        "vocab_mismatch",
-    ):
-        accept, residual = _ratio_accept(p, reported), _residual(p, reported)
-    elif verifier == "residual_from_target":
-        accept, residual = _ratio_accept(p, reported), p
-    elif verifier == "threshold":  # u fixed at 0.5: accept iff 0.5 < min(1, p/q)
-        accept, residual = (_ratio_accept(p, reported) > 0.5).astype(float), _residual(p, reported)
-    elif verifier == "always_accept":
-        accept, residual = np.ones_like(p), p
-    elif verifier == "typical":  # Medusa: p(x) > min(0.3, 0.09 * exp(-H(p))), then sample p
-        entropy = -(p * np.log(np.clip(p, 1e-30, None))).sum()
-        accept, residual = (p > min(0.3, 0.09 * math.exp(-entropy))).astype(float), p
-    else:
-        raise ValueError(f"no exact first-token law for verifier {verifier!r}")
-    law = sampled * accept + (sampled * (1.0 - accept)).sum() * residual
-    return law / law.sum()
-
-
 def samples_to_detect(p: Any, tv: float, *, alpha: float = 1e-3, power: float = 0.9) -> float:
     """Samples a one-sample chi-square test at level ``alpha`` needs to detect, with the given
     power, a TV-``tv`` departure from the law ``p`` (:func:`specviz.stats.sample_size_for_tv`
@@ -745,3 +690,566 @@ def run_prompts(
                     f"{time.perf_counter() - t0:.1f} s"
                 )
     return runs
+
+
+# -------------------------------------------------------------------------------------------
+# lossless statistics on a real vocabulary (notebook 05)
+# -------------------------------------------------------------------------------------------
+
+
+def acceptance_at(target: Any, draft: Any, prefix: Sequence[int], params: SamplingParams) -> float:
+    """Exact per-position acceptance ``sum_x min(p, q) = 1 - TV(p, q)`` of the token after
+    ``prefix`` (one forward pass each; models or anything with ``next_logits``)."""
+    p = logits_to_probs(_next_logits(target, prefix), params)
+    q = logits_to_probs(_next_logits(draft, prefix), params)
+    return float(torch.minimum(p, q).sum())
+
+
+@torch.inference_mode()
+def _next_logits(model: Any, prefix: Sequence[int]) -> torch.Tensor:
+    if hasattr(model, "next_logits"):
+        return model.next_logits(list(prefix)).float()
+    ids = torch.tensor([list(prefix)], device=model.device)
+    return model(input_ids=ids, logits_to_keep=1).logits[0, -1].float().cpu()
+
+
+def calibration_on_toy(
+    verifier: str = "lossless",
+    *,
+    replicates: int = 200,
+    n_samples: int = 200,
+    length: int = 3,
+    gamma: int = 2,
+    params: SamplingParams | None = None,
+    alpha: float = 0.05,
+    vocab_size: int = 5,
+    order: int = 2,
+    noise: float = 1.0,
+    seed: int = 0,
+) -> Any:
+    """Does the goodness-of-fit test reject a true null at its nominal rate?
+
+    ``replicates`` independent data sets of ``n_samples`` speculative continuations of a toy
+    pair (context-dependent laws, exact continuation law), each tested against the exact law
+    (Pearson, sparse bins pooled). Under the lossless rule the p-values are uniform; a broken
+    rule makes them pile up near 0 -- the negative control. One torch Generator threads
+    through every replicate (never reseeded). Returns a
+    :class:`~specviz.stats.CalibrationResult`.
+    """
+    from .stats import calibrate, goodness_of_fit
+    from .toy import toy_pair
+
+    if replicates < 1 or n_samples < 1:
+        raise ValueError("replicates and n_samples must be >= 1")
+    params = params or SamplingParams(True, 0.7, None, 0.9)
+    target, draft = toy_pair(vocab_size, order, noise=noise, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    prompt = [0]
+    law = exact_continuation_law(target, prompt, length, params)
+
+    def one(rng: np.random.Generator) -> float:
+        counts: Counter = Counter()
+        for _ in range(n_samples):
+            counts[
+                _one_continuation(target, draft, verifier, params, prompt, length, gamma, gen)
+            ] += 1
+        keys = sorted(set(law) | set(counts))
+        obs = np.array([counts.get(k, 0) for k in keys], dtype=float)
+        exp = np.array([law.get(k, 0.0) for k in keys])
+        return goodness_of_fit(obs, exp, rng=rng).pvalue
+
+    with _one_thread():
+        return calibrate(one, replicates=replicates, seed=seed, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    """Speculative and plain sampling of one prompt with the same seed."""
+
+    seed: int
+    speculative: tuple[int, ...]
+    plain: tuple[int, ...]
+
+    @property
+    def identical(self) -> bool:
+        return self.speculative == self.plain
+
+    @property
+    def first_difference(self) -> int | None:
+        """Index of the first differing token (None when identical)."""
+        pairs = zip(self.speculative, self.plain, strict=False)
+        i = next((j for j, (a, b) in enumerate(pairs) if a != b), None)
+        if i is None and not self.identical:
+            i = min(len(self.speculative), len(self.plain))
+        return i
+
+
+def same_seed_runs(
+    target: Any,
+    draft: Any,
+    prompt: Sequence[int],
+    *,
+    seeds: Sequence[int],
+    max_new_tokens: int,
+    gamma: int = 4,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+) -> list[SeedComparison]:
+    """For each seed: speculative and plain sampling of ``prompt`` with that same seed.
+
+    The two consume random numbers differently (drafts, uniforms, residual draws vs one draw
+    per token), so the same seed generally gives different text -- while the *law* of the text
+    is the same, which only a statistical test can show (:func:`specviz.consistency_check`)."""
+    from .engine import autoregressive_generate
+
+    out = []
+    kw = dict(
+        max_new_tokens=max_new_tokens,
+        do_sample=True,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        eos_token_id=eos_token_id,
+    )
+    for s in seeds:
+        spec = speculative_generate(
+            target, draft, list(prompt), gamma=gamma, seed=int(s), trace=False, **kw
+        )
+        plain = autoregressive_generate(target, list(prompt), seed=int(s), **kw)
+        out.append(SeedComparison(int(s), tuple(spec.new_tokens), tuple(plain.new_tokens)))
+    return out
+
+
+def power_curves(
+    p: Any,
+    laws: dict[str, Any],
+    ns: Sequence[int],
+    *,
+    spread_tvs: Sequence[float] = (),
+    alpha: float = 0.01,
+    two_sample: bool = True,
+) -> dict[str, np.ndarray]:
+    """Analytic power of the first-token test against each alternative law, at each sample
+    size (per arm when ``two_sample``): :func:`specviz.stats.power_homogeneity` /
+    :func:`specviz.stats.power_gof` with the pooling the test would apply.
+
+    ``spread_tvs`` adds, per TV value, the alternative of :func:`specviz.stats.tv_alternative`
+    on the support of ``p`` (mass moved from the likelier half of the tokens to the rest),
+    labelled ``"TV x (spread)"``: a yardstick next to the named laws.
+
+    Example::
+
+        curves = power_curves(p, {"bug": law}, [100, 1000, 10000], spread_tvs=[0.05])
+    """
+    from .stats import power_gof, power_homogeneity, tv_alternative
+
+    P = np.asarray(p, dtype=float)
+    alternatives = {name: np.asarray(law, dtype=float) for name, law in laws.items()}
+    support = P > 0
+    for tv in spread_tvs:
+        q = np.zeros_like(P)
+        q[support] = tv_alternative(P[support] / P[support].sum(), float(tv))
+        alternatives[f"TV {tv:g} (spread)"] = q
+    out = {}
+    for name, Q in alternatives.items():
+        if Q.shape != P.shape:
+            raise ValueError(f"law {name!r} has shape {Q.shape}, p has {P.shape}")
+        if two_sample:
+            out[name] = np.array([power_homogeneity(P, Q, int(n), alpha) for n in ns])
+        else:
+            out[name] = np.array([power_gof(P, Q, int(n), alpha=alpha) for n in ns])
+    return out
+
+
+def samples_for_power(
+    p: Any, law: Any, *, alpha: float = 0.01, power: float = 0.9, two_sample: bool = True
+) -> float:
+    """Smallest sample size (per arm when ``two_sample``) at which the first-token test
+    reaches ``power`` against ``law`` (doubling then bisection on the analytic power);
+    ``inf`` when ``law`` equals ``p`` or more than 1e10 samples would be needed."""
+    from .stats import tv_distance
+
+    P, Q = np.asarray(p, dtype=float), np.asarray(law, dtype=float)
+    if tv_distance(P, Q) < 1e-12:
+        return math.inf
+
+    def ok(n: int) -> bool:
+        return bool(
+            power_curves(P, {"x": Q}, [n], alpha=alpha, two_sample=two_sample)["x"][0] >= power
+        )
+
+    hi = 2
+    while not ok(hi):
+        hi *= 2
+        if hi > 10**10:
+            return math.inf
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        hi, lo = (mid, lo) if ok(mid) else (hi, mid)
+    return float(hi)
+
+
+# -------------------------------------------------------------------------------------------
+# numerics: greedy decoding in fp32 vs bf16 (notebook 06)
+# -------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def logit_margins(model: Any, prompt: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+    """Top-1 minus top-2 logit of the target before each of ``tokens`` (teacher forcing, one
+    forward pass over prompt + tokens, in the model's own dtype): ``m[i]`` is the margin of
+    the decision that produced ``tokens[i]``. A greedy divergence at a small margin is a near
+    tie that numerics can flip; at a large margin it is a bug."""
+    if not tokens:
+        return np.zeros(0)
+    ids = torch.tensor([list(prompt) + list(tokens)], device=model.device)
+    logits = model(input_ids=ids, logits_to_keep=len(tokens) + 1).logits[0, :-1].float()
+    top = torch.topk(logits, 2, dim=-1).values  # [len(tokens), 2]
+    return (top[:, 0] - top[:, 1]).cpu().numpy()
+
+
+def _first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
+    i = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    if i is None and len(a) != len(b):
+        i = min(len(a), len(b))
+    return i
+
+
+def precision_greedy(
+    targets: dict[str, Any],
+    drafters: dict[str, Callable[[Any], Any]],
+    prompts: Sequence[Any],
+    tokenizer: Any,
+    *,
+    max_new_tokens: int,
+    gamma: int = 4,
+    near_tie: dict[str, float] | None = None,
+    reference: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Any, dict[str, np.ndarray]]:
+    """Greedy plain and speculative decoding of every prompt with the same target in several
+    precisions (``targets``: dtype label -> model; the first is the reference, normally fp32).
+
+    Returns ``(table, margins)``. ``table`` has one row per (prompt, dtype, drafter): drafter
+    ``"plain"`` compares plain greedy in this dtype with plain greedy in the reference dtype;
+    every other drafter compares its speculative output with plain greedy *in the same dtype*.
+    At the first divergence: the margin (top-1 minus top-2 logit) of the model that produced
+    the reference text there, the reference dtype's margin at the same prefix, and a verdict
+    (:func:`specviz.stats.greedy_consistency`: "numerics" below ``near_tie[dtype]``, else
+    "bug"). ``margins[dtype]`` holds the margins at every generated position of the plain
+    outputs: the background the divergence margins are compared with.
+    """
+    import pandas as pd
+
+    from .engine import autoregressive_generate
+    from .prompts import render_prompt
+    from .stats import DEFAULT_NEAR_TIE, greedy_consistency
+
+    if not targets:
+        raise ValueError("targets is empty")
+    ref_name = reference or next(iter(targets))
+    ties = {k: (near_tie or {}).get(k, DEFAULT_NEAR_TIE) for k in targets}
+    rows, margins = [], {k: [] for k in targets}
+    eos = tokenizer.eos_token_id
+    for pr in prompts:
+        ids = render_prompt(tokenizer, pr)
+        pid = getattr(pr, "id", str(pr)[:20])
+        cat = getattr(pr, "category", "unknown")
+        plain = {}
+        for dt, model in targets.items():
+            plain[dt] = autoregressive_generate(
+                model, ids, max_new_tokens=max_new_tokens, eos_token_id=eos
+            ).new_tokens
+            margins[dt].append(logit_margins(model, ids, plain[dt]))
+        ref_model = targets[ref_name]
+        for dt, model in targets.items():
+            cands: list[tuple[str, list[int], list[int], Any]] = []
+            if dt != ref_name:
+                cands.append(("plain", plain[ref_name], plain[dt], ref_model))
+            for dname, make in drafters.items():
+                t0 = time.perf_counter()
+                spec = speculative_generate(
+                    model, make(model), ids, gamma=gamma, max_new_tokens=max_new_tokens,
+                    eos_token_id=eos, trace=False,
+                ).new_tokens  # fmt: skip
+                cands.append((dname, plain[dt], spec, model))
+                if progress is not None:
+                    progress(f"{pid} {dt} {dname}: {time.perf_counter() - t0:.1f} s")
+            for dname, ref, cand, ref_producer in cands:
+                i = _first_diff(ref, cand)
+                m = mref = None
+                if i is not None and i < len(ref):
+                    m = float(logit_margins(ref_producer, ids, ref[: i + 1])[i])
+                    mref = float(logit_margins(ref_model, ids, ref[: i + 1])[i])
+                res = greedy_consistency([ref], [cand], [m], near_tie=ties[dt])
+                rows.append(
+                    dict(
+                        prompt=pid,
+                        category=cat,
+                        dtype=dt,
+                        drafter=dname,
+                        identical=i is None,
+                        first_divergence=i,
+                        margin=m,
+                        margin_reference=mref,
+                        verdict=res.verdicts[0],
+                        reference_token=ref[i] if i is not None and i < len(ref) else None,
+                        candidate_token=cand[i] if i is not None and i < len(cand) else None,
+                        new_tokens=len(cand),
+                    )
+                )
+    flat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in margins.items()}
+    return pd.DataFrame(rows), flat
+
+
+# -------------------------------------------------------------------------------------------
+# drafters x task types (notebook 07)
+# -------------------------------------------------------------------------------------------
+
+
+def grid_drafters(model: Any, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Drafter specs for :func:`specviz.analysis.run_grid` from short names, and the names
+    that could not be built with the reason (e.g. no trained head weights).
+
+    ``prompt_lookup`` (n-gram copy from the context), ``suffix`` (a suffix trie over the
+    session's earlier prompts and outputs, one per (gamma, mode) session), ``early_exit:L``
+    (the target's first L layers), ``eagle_head`` (the trained EAGLE-style head shipped in
+    ``data/heads/``, when its weights exist).
+    """
+    from .analysis import session
+    from .heads import HeadDrafter
+    from .suffix import SuffixDrafter
+
+    specs: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        if name == "prompt_lookup":
+            specs[name] = PromptLookupDrafter
+        elif name == "suffix":
+            specs[name] = session(SuffixDrafter)
+        elif name.startswith("early_exit:"):
+            layers = int(name.split(":", 1)[1])
+            specs[name] = functools.partial(EarlyExitDrafter, model, layers)
+        elif name == "eagle_head":
+            factory = functools.partial(HeadDrafter.from_pretrained, model)
+            try:
+                factory()  # fail here (no weights, wrong model), not in the middle of the grid
+            except (
+                OSError,
+                ValueError,
+                AttributeError,
+                TypeError,
+            ) as e:  # no weights / no HF model
+                skipped[name] = f"{type(e).__name__}: {e}"
+                continue
+            specs[name] = factory
+        else:
+            raise ValueError(
+                f"unknown drafter {name!r}; use prompt_lookup, suffix, early_exit:<L>, eagle_head"
+            )
+    return specs, skipped
+
+
+def pooled_cells(df: Any, by: Sequence[str] = ("drafter", "category", "gamma", "mode")) -> Any:
+    """Per group of the grid (default drafter x category x gamma x mode, plus category
+    ``all``): the summed accepted-count and rejection-position histograms, empty drafts, and
+    the per-position acceptance averaged over prompts. The counts :func:`specviz.analysis.summarize`
+    does not keep, for the rejection figures."""
+    import pandas as pd
+
+    by = list(by)
+    data = pd.concat([df, df.assign(category="all")], ignore_index=True) if "category" in by else df
+    rows = []
+    for key, g in data.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        width = max(len(h) for h in g["accepted_hist"])
+        acc = np.zeros(width, dtype=int)
+        rej = np.zeros(max(1, width - 1), dtype=int)
+        for h in g["accepted_hist"]:
+            acc[: len(h)] += np.asarray(h, dtype=int)
+        for h in g["rejection_hist"]:
+            rej[: len(h)] += np.asarray(h, dtype=int)
+        ppa = np.array([list(x) for x in g["per_position_acceptance"]], dtype=float)
+        with warnings.catch_warnings():  # a position no prompt reached: NaN, not a warning
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean_ppa = np.nanmean(ppa, axis=0) if ppa.size else np.zeros(0)
+        rows.append(
+            dict(
+                zip(by, key, strict=True),
+                accepted_hist=acc,
+                rejection_hist=rej,
+                empty_drafts=int(g["empty_drafts"].sum()),
+                steps=int(g["target_calls"].sum()),
+                per_position_acceptance=mean_ppa,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+class GridExplorer:
+    """Pick a drafter, a task category, a gamma and a mode of a finished grid
+    (:func:`specviz.analysis.run_grid`); see where its drafts are rejected and what it costs.
+
+    Left: the share of rejecting steps that stopped at each draft position, next to the share
+    of steps that accepted the whole draft. Right: P(accept | reached) per draft position,
+    for every drafter at the chosen category/gamma/mode (the chosen one bold). The info line
+    holds the pooled numbers of :func:`specviz.analysis.summarize`.
+    """
+
+    def __init__(self, grid: Any, *, panel_width: int = 480) -> None:
+        from .analysis import summarize
+
+        if grid is None or len(grid) == 0:
+            raise ValueError("GridExplorer needs a non-empty run_grid DataFrame")
+        self.grid = grid
+        self.panel_width = panel_width
+        self.summary = summarize(grid)
+        self.cells = pooled_cells(grid)
+        opts = {
+            k: list(dict.fromkeys(self.cells[k])) for k in ("drafter", "category", "gamma", "mode")
+        }
+        self.drafter_select = widgets.Dropdown(options=opts["drafter"], description="drafter")
+        self.category_select = widgets.Dropdown(
+            options=opts["category"], value="all", description="category"
+        )
+        self.gamma_select = widgets.Dropdown(options=sorted(opts["gamma"]), description="gamma")
+        self.mode_select = widgets.Dropdown(options=opts["mode"], description="mode")
+        self.rejections = go.FigureWidget()
+        self.positions = go.FigureWidget()
+        self.info = widgets.HTML()
+        self._holding = False
+        for w in (self.drafter_select, self.category_select, self.gamma_select, self.mode_select):
+            w.observe(self._on_change, names="value")
+        self.widget = widgets.VBox(
+            [
+                widgets.HBox(
+                    [self.drafter_select, self.category_select, self.gamma_select, self.mode_select]
+                ),
+                self.info,
+                widgets.HBox([self.rejections, self.positions]),
+            ]
+        )
+        self.select()
+
+    def _on_change(self, change: dict) -> None:
+        if not self._holding:
+            self.select()
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return dict(
+            drafter=self.drafter_select.value,
+            category=self.category_select.value,
+            gamma=self.gamma_select.value,
+            mode=self.mode_select.value,
+        )
+
+    def select(self, **choice: Any) -> dict[str, Any]:
+        """Set any of drafter / category / gamma / mode (the dropdowns follow), redraw, and
+        return the pooled summary row of the selection (empty dict: no such cell)."""
+        unknown = set(choice) - {"drafter", "category", "gamma", "mode"}
+        if unknown:
+            raise TypeError(f"unknown selection keys {sorted(unknown)}")
+        boxes = dict(
+            drafter=self.drafter_select,
+            category=self.category_select,
+            gamma=self.gamma_select,
+            mode=self.mode_select,
+        )
+        self._holding = True
+        try:
+            for k, v in choice.items():
+                if v not in boxes[k].options:
+                    raise ValueError(f"no {k} {v!r} in this grid; have {list(boxes[k].options)}")
+                boxes[k].value = v
+        finally:
+            self._holding = False
+        for fw, fig in zip((self.rejections, self.positions), self.figures(), strict=True):
+            sync_figure(fw, fig)
+        row = self.current_summary()
+        s = self.state
+        if row:
+            self.info.value = (
+                f"<b>{s['drafter']}</b>, {s['category']}, gamma {s['gamma']}, {s['mode']}: "
+                f"mean accepted length <b>{row['mean_accepted_length']:.2f}</b> tokens per target "
+                f"call, acceptance {row['acceptance_rate']:.1%}, draft time "
+                f"{row['draft_time_share']:.1%} of the run, speedup {row['speedup']:.2f}x vs plain "
+                f"({int(row['prompts'])} prompts, {int(row['new_tokens'])} tokens)"
+            )
+        else:
+            self.info.value = "no cell with this selection"
+        return row
+
+    def _match(self, df: Any, **fix: Any) -> Any:
+        sel = np.ones(len(df), dtype=bool)
+        for k, v in fix.items():
+            sel &= (df[k] == v).to_numpy()
+        return df[sel]
+
+    def current_summary(self) -> dict[str, Any]:
+        sub = self._match(self.summary, **self.state)
+        return sub.iloc[0].to_dict() if len(sub) else {}
+
+    def figures(self) -> tuple[go.Figure, go.Figure]:
+        s = self.state
+        cell = self._match(self.cells, **s)
+        w = self.panel_width
+        title = f"{s['drafter']}, {s['category']}, gamma={s['gamma']}, {s['mode']}"
+        if len(cell):
+            c = cell.iloc[0]
+            full = int(c.accepted_hist[s["gamma"]]) if len(c.accepted_hist) > s["gamma"] else 0
+            rej = viz.rejection_positions_figure(
+                c.rejection_hist, full, empty=c.empty_drafts, title=title
+            )
+        else:
+            rej = viz.rejection_positions_figure([0] * s["gamma"], 0, title=f"{title}: no cell")
+        same = self._match(self.cells, category=s["category"], gamma=s["gamma"], mode=s["mode"])
+        series = {r.drafter: list(r.per_position_acceptance) for r in same.itertuples()}
+        pos = viz.per_position_acceptance_figure(
+            series or {s["drafter"]: []},
+            title=f"Acceptance per position: {s['category']}, gamma={s['gamma']}, {s['mode']}",
+        )
+        for tr in pos.data:
+            tr.line.width = 4 if tr.name == s["drafter"] else 1.5
+        return rej.update_layout(width=w), pos.update_layout(width=w)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        return _bundle(self.widget, self.figures(), "GridExplorer", **kwargs)
+
+
+def precision_drafters(
+    names: Sequence[str], targets: dict[str, Any], **load_kw: Any
+) -> dict[str, Callable[[Any], Any]]:
+    """Drafter factories for :func:`precision_greedy`, each called with the target it drafts
+    for: ``prompt_lookup``, ``early_exit:L`` (that target's first L layers, so in its dtype),
+    or a draft model name, loaded once per target dtype (``targets``: dtype label -> model)
+    and matched to the target by its dtype."""
+    from .models import load_model
+
+    out: dict[str, Callable[[Any], Any]] = {}
+    for name in names:
+        if name == "prompt_lookup":
+            out[name] = lambda m: PromptLookupDrafter()
+        elif name.startswith("early_exit:"):
+            layers = int(name.split(":", 1)[1])
+            out[name] = functools.partial(_early_exit, layers=layers)
+        else:
+            by_dtype = {
+                m.dtype: load_model(name, dtype=m.dtype, progress=False, **load_kw)
+                for m in targets.values()
+            }
+            out[name] = functools.partial(_model_draft, by_dtype=by_dtype)
+    return out
+
+
+def _early_exit(model: Any, *, layers: int) -> EarlyExitDrafter:
+    return EarlyExitDrafter(model, layers)
+
+
+def _model_draft(model: Any, *, by_dtype: dict[Any, Any]) -> Any:
+    from .drafters import ModelDrafter
+
+    return ModelDrafter(by_dtype[model.dtype])

@@ -14,6 +14,7 @@ Without chromium the test skips, except under ``CI=1`` (or ``CI=true``), where i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -87,14 +88,14 @@ def chromium() -> str:
     return str(path)
 
 
-@pytest.fixture
-def lab(tmp_path):
+@contextlib.contextmanager
+def _lab(tmp_path: Path, notebook: Path, **env_extra: str):
     """JupyterLab on 127.0.0.1:<random port> with a token, serving a *copy* of the notebook
     (Lab autosaves; the repository's notebooks must stay stripped), with user settings,
     workspaces and runtime files under tmp_path and news/update checks off."""
     root = tmp_path / "root"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    shutil.copy(notebook, root / notebook.name)
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
@@ -109,6 +110,7 @@ def lab(tmp_path):
         JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
         JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
         IPYTHONDIR=str(tmp_path / "ipython"),
+        **env_extra,
     )
     env.pop("PLOTLY_RENDERER", None)  # JupyterLab's own default: the plotly mimetype
     log = (tmp_path / "lab.log").open("w")
@@ -147,6 +149,12 @@ def lab(tmp_path):
         log.close()
 
 
+@pytest.fixture
+def lab(tmp_path):
+    with _lab(tmp_path, NOTEBOOK) as served:
+        yield served
+
+
 def _plot_titles(page) -> list[str]:
     return page.eval_on_selector_all(
         ".js-plotly-plot .gtitle", "els => els.map(e => e.textContent)"
@@ -165,6 +173,41 @@ def _wait_all_executed(page, timeout_s: float) -> None:
     )
 
 
+def _open_and_run_all(browser, base: str, token: str, name: str, min_plots: int):
+    """Open notebook ``name`` in JupyterLab, wait for its kernel, run every cell as a reader
+    would (Run > Run All Cells) and wait for ``min_plots`` plotly figures. Returns the page and
+    the list that collects console errors and page errors."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems: list[str] = []
+    page.on(
+        "console",
+        lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type == "error" else None,
+    )
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000
+    )
+    page.wait_for_function(
+        """() => {
+            const w = window.jupyterapp.shell.currentWidget;
+            const k = w && w.sessionContext && w.sessionContext.session
+                && w.sessionContext.session.kernel;
+            return k && k.status === 'idle';
+        }""",
+        timeout=120_000,
+    )
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    _wait_all_executed(page, timeout_s=300)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.js-plotly-plot').length >= {min_plots}",
+        timeout=60_000,
+    )
+    page.wait_for_timeout(1500)  # let the last plots finish drawing
+    return page, problems
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_widget_notebook_renders_and_reacts_in_chromium(chromium, lab):
@@ -177,38 +220,7 @@ def test_widget_notebook_renders_and_reacts_in_chromium(chromium, lab):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            problems: list[str] = []
-            page.on(
-                "console",
-                lambda m: (
-                    problems.append(f"console.{m.type}: {m.text}") if m.type == "error" else None
-                ),
-            )
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            page.wait_for_function(
-                "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000
-            )
-            # wait for the kernel, then run every cell as a reader would (Run > Run All Cells)
-            page.wait_for_function(
-                """() => {
-                    const w = window.jupyterapp.shell.currentWidget;
-                    const k = w && w.sessionContext && w.sessionContext.session
-                        && w.sessionContext.session.kernel;
-                    return k && k.status === 'idle';
-                }""",
-                timeout=120_000,
-            )
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            _wait_all_executed(page, timeout_s=300)
-            page.wait_for_function(
-                f"() => document.querySelectorAll('.js-plotly-plot').length >= {MIN_PLOTS}",
-                timeout=60_000,
-            )
-            page.wait_for_timeout(1500)  # let the last plots finish drawing
-
+            page, problems = _open_and_run_all(browser, base, token, NOTEBOOK.name, MIN_PLOTS)
             errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']").count()
             assert errors == 0, "a cell raised"
             assert page.locator(".js-plotly-plot").count() >= MIN_PLOTS
@@ -266,6 +278,63 @@ def test_widget_notebook_renders_and_reacts_in_chromium(chromium, lab):
             toy.screenshot(path=f"{shot}_after_gamma.png")
         finally:
             browser.close()
+    assert not problems, (
+        "browser console errors:\n" + "\n".join(problems) + (f"\n(JupyterLab log: {lab_log})")
+    )
+
+
+GRID_NOTEBOOK = ROOT / "notebooks" / "07_drafters_and_task_types.ipynb"
+# two metric bar charts, the cost figure, the rejection FigureSelector, the GridExplorer's two
+GRID_MIN_PLOTS = 6
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_grid_explorer_dropdown_redraws_in_chromium(chromium, tmp_path):
+    """Notebook 07 (two cheap drafters, one category, so the grid takes seconds): its
+    GridExplorer renders, and picking another drafter in its dropdown -- an HTML select, unlike
+    the sliders of the first test -- comes back as redrawn figures."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"browser_{GRID_NOTEBOOK.stem}"
+    small = dict(SPECVIZ_NB_DRAFTERS="prompt_lookup,suffix", SPECVIZ_NB_CATEGORIES="structured")
+    with _lab(tmp_path, GRID_NOTEBOOK, **small) as (base, token, lab_log):
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=chromium, args=CHROMIUM_FLAGS, headless=True
+            )
+            try:
+                page, problems = _open_and_run_all(
+                    browser, base, token, GRID_NOTEBOOK.name, GRID_MIN_PLOTS
+                )
+                errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']").count()
+                assert errors == 0, "a cell raised"
+                assert page.locator(".js-plotly-plot .main-svg").count() >= GRID_MIN_PLOTS
+                body = page.inner_text(".jp-Notebook")
+                assert "Error displaying widget" not in body
+                assert "Loading widget" not in body
+                # outputs holding dropdowns, in notebook order: the FigureSelector, the explorer
+                explorer = (
+                    page.locator(".jp-OutputArea-output")
+                    .filter(has=page.locator(".widget-dropdown"))
+                    .last
+                )
+                assert explorer.locator(".widget-dropdown select").count() == 4
+                assert any(t.startswith("prompt_lookup, all, gamma=") for t in _plot_titles(page))
+                explorer.scroll_into_view_if_needed()
+                explorer.screenshot(path=f"{shot}_before.png")
+                explorer.locator(".widget-dropdown select").first.select_option("suffix")
+                page.wait_for_function(
+                    """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
+                            .some(e => e.textContent.startsWith('suffix, all, gamma='))""",
+                    timeout=60_000,
+                )
+                page.wait_for_timeout(500)
+                assert "suffix" in explorer.inner_text()
+                explorer.screenshot(path=f"{shot}_after_dropdown.png")
+            finally:
+                browser.close()
     assert not problems, (
         "browser console errors:\n" + "\n".join(problems) + (f"\n(JupyterLab log: {lab_log})")
     )

@@ -27,6 +27,9 @@ REQUIRED = {
     "02_trace_explorer.ipynb",
     "03_rejection_points.ipynb",
     "04_when_lossless_breaks.ipynb",
+    "05_lossless_statistics.ipynb",
+    "06_numerics_bf16_vs_fp32.ipynb",
+    "07_drafters_and_task_types.ipynb",
 }
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -299,3 +299,65 @@ def test_verifier_report_caps_evidence():
     assert logp.y[0] == pytest.approx(-math.log10(0.4))
     assert logp.y[1] == 16.0
     assert list(fig.data[1].y) == [0.0, 0.3]
+
+
+# -- statistics, numerics and grid figures ------------------------------------------------------
+
+
+def test_pvalue_uniformity_figure_sorts_and_counts():
+    pv = {"lossless": [0.9, 0.01, 0.5, 0.2], "broken": [0.001, 0.002, 0.3]}
+    fig = viz.pvalue_uniformity_figure(pv, alpha=0.05)
+    ok, bad = fig.data[0], fig.data[1]
+    assert list(ok.y) == sorted(pv["lossless"]) and list(ok.x) == pytest.approx(
+        [0.125, 0.375, 0.625, 0.875]
+    )
+    assert "25% below 0.05" in ok.name and "67% below 0.05" in bad.name
+    assert fig.data[-1].name == "uniform"
+
+
+def test_power_curve_figure():
+    fig = viz.power_curve_figure([10, 100], {"a": [0.1, 0.95]}, marks={"n": 50, "none": math.inf})
+    assert list(fig.data[0].y) == [0.1, 0.95] and fig.layout.xaxis.type == "log"
+    assert len(fig.layout.shapes) == 1  # the 90% line
+    assert [t.name for t in fig.data] == ["a", "n"]  # the finite mark, drawn as a trace
+    assert list(fig.data[1].x) == [50.0, 50.0]
+
+
+def test_margin_figure_places_divergences_on_a_log_scale():
+    bg = {"fp32": [1.0, 2.0, 0.01], "bf16": [0.5, 0.0]}
+    div = [dict(label="a", margin=0.01), dict(label="b", margin=None)]
+    fig = viz.margin_figure(bg, div, near_tie={"bf16": 0.5})
+    hists = [t for t in fig.data if t.type == "histogram"]
+    assert [len(h.x) for h in hists] == [3, 2]
+    assert min(hists[1].x) == pytest.approx(-4.0)  # a zero margin is floored at 1e-4
+    marks = fig.data[-1]
+    assert list(marks.x) == pytest.approx([-2.0]) and list(marks.text) == ["a"]
+
+
+def test_rejection_positions_figure_shares():
+    fig = viz.rejection_positions_figure([6, 2, 0], 2, empty=5, title="t")
+    bar = fig.data[0]
+    assert list(bar.customdata) == [6, 2, 0, 2]
+    assert list(bar.y) == pytest.approx([0.6, 0.2, 0.0, 0.2]) and sum(bar.y) == pytest.approx(1)
+    assert "10 drafting steps" in fig.layout.title.text and "5 empty" in fig.layout.title.text
+
+
+def test_metric_bars_and_cost_figures():
+    import pandas as pd
+
+    s = pd.DataFrame(
+        dict(
+            drafter=["a", "a", "b", "b"],
+            category=["x", "all", "x", "all"],
+            mean_accepted_length=[1.5, 1.4, 2.0, 2.2],
+            draft_time_share=[0.01, 0.02, 0.2, 0.25],
+            speedup=[1.1, 1.0, 0.9, 0.8],
+        )
+    )
+    fig = viz.metric_bars_figure(s, "mean_accepted_length")
+    assert [t.name for t in fig.data] == ["a", "b"] and list(fig.data[1].y) == [2.0, 2.2]
+    with pytest.raises(KeyError, match="nope"):
+        viz.metric_bars_figure(s, "nope")
+    cost = viz.cost_benefit_figure(s)
+    assert list(cost.data[0].marker.size) == [8, 16]  # category "all" drawn large
+    assert list(cost.data[1].x) == [0.2, 0.25] and list(cost.data[1].customdata) == [0.9, 0.8]

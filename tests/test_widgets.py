@@ -260,3 +260,224 @@ def test_samples_to_detect():
     small, big = W.samples_to_detect(p, 0.05), W.samples_to_detect(p, 0.02)
     assert 10 < small < big
     assert math.isnan(W.samples_to_detect(p, 0.9))  # no such alternative in the power model
+
+
+# -- lossless statistics helpers (notebook 05) ------------------------------------------------
+
+
+def test_memo_lm_is_the_model_and_the_noisy_copy_is_fixed_noise(smollm2):
+    from specviz.prompts import render_prompt
+
+    model, tok = smollm2
+    ids = render_prompt(tok, "Say hi.")
+    target, draft = W.memo_pair(model, 1.0, seed=3)
+    with torch.inference_mode():
+        direct = model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+    assert torch.allclose(target.next_logits(ids), direct, atol=1e-4)
+    assert len(target.memo) == 1
+    noise = draft.next_logits(ids) - target.next_logits(ids)
+    assert len(target.memo) == 1  # the copy shares the memo
+    assert torch.allclose(noise, draft.noise, atol=1e-4) and 0.8 < float(noise.std()) < 1.2
+    params = sv.SamplingParams(True, 0.7, 20, None)
+    a = W.acceptance_at(target, draft, ids, params)
+    assert 0.05 < a < 0.99  # both paths of the rule get exercised
+    assert W.acceptance_at(target, target.noisy_copy(0.0), ids, params) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="sigma"):
+        target.noisy_copy(-1.0)
+    # a runner over the memo reproduces next_logits position by position
+    run = target.make_runner()
+    out = run.extend(torch.tensor(ids), 2)
+    assert torch.allclose(out[-1], direct, atol=1e-4) and run.length == len(ids)
+    run.crop(3)
+    assert run.length == 3
+
+
+def test_calibration_on_toy_lossless_passes_threshold_fails():
+    """30 null replicates of 60 continuations (fixed seed). A calibrated test fails this check
+    with probability ~1.1% (99% binomial interval + KS at 0.001); the threshold rule is the
+    negative control and must come out uncalibrated."""
+    ok = W.calibration_on_toy("lossless", replicates=30, n_samples=60, seed=0)
+    assert ok.calibrated, ok.method
+    assert ok.pvalues.shape == (30,) and ok.replicates == 30
+    bad = W.calibration_on_toy("threshold", replicates=30, n_samples=60, seed=0)
+    assert not bad.calibrated and bad.rejection_rate > 0.5
+    with pytest.raises(ValueError, match=">= 1"):
+        W.calibration_on_toy(replicates=0)
+
+
+def test_same_seed_runs_reproduce_and_differ():
+    target, draft = PAIR
+    kw = dict(seeds=range(5), max_new_tokens=6, gamma=2, temperature=0.7, top_p=0.9)
+    runs = W.same_seed_runs(target, draft, [0], **kw)
+    again = W.same_seed_runs(target, draft, [0], **kw)
+    assert runs == again  # the seed fixes both texts
+    plain = sv.autoregressive_generate(
+        target, [0], max_new_tokens=6, do_sample=True, temperature=0.7, top_p=0.9, seed=3
+    )
+    assert runs[3].plain == tuple(plain.new_tokens)
+    assert any(not r.identical for r in runs)  # random numbers are consumed differently
+    assert W.SeedComparison(0, (1, 2, 3), (1, 2, 4)).first_difference == 2
+    assert W.SeedComparison(0, (1, 2), (1, 2, 4)).first_difference == 2
+    assert W.SeedComparison(0, (1, 2), (1, 2)).first_difference is None
+
+
+def test_power_curves_and_samples_for_power():
+    p = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
+    q = np.array([0.3, 0.3, 0.2, 0.2, 0.0])
+    ns = [10, 100, 1000, 10000]
+    curves = W.power_curves(p, {"q": q}, ns, spread_tvs=[0.05])
+    assert set(curves) == {"q", "TV 0.05 (spread)"}
+    assert np.all(np.diff(curves["q"]) >= -1e-9) and curves["q"][-1] > 0.99
+    n = W.samples_for_power(p, q, alpha=0.01)
+    at = W.power_curves(p, {"q": q}, [int(n) - 1, int(n)], alpha=0.01)["q"]
+    assert at[0] < 0.9 <= at[1]
+    one = W.samples_for_power(p, q, alpha=0.01, two_sample=False)
+    assert one < n  # a known law needs about half the samples
+    assert W.samples_for_power(p, p) == math.inf
+    with pytest.raises(ValueError, match="shape"):
+        W.power_curves(p, {"bad": q[:3]}, ns)
+
+
+# -- numerics (notebook 06) ------------------------------------------------------------------
+
+
+def test_logit_margins_are_top1_minus_top2_of_greedy_steps(smollm2):
+    from specviz.prompts import render_prompt
+
+    model, tok = smollm2
+    ids = render_prompt(tok, "Count to three.")
+    out = sv.autoregressive_generate(model, ids, max_new_tokens=4).new_tokens
+    m = W.logit_margins(model, ids, out)
+    assert m.shape == (4,) and np.all(m >= 0)
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids + out[:2]])).logits[0, -1]
+    top = torch.topk(logits, 2).values
+    assert m[2] == pytest.approx(float(top[0] - top[1]), abs=1e-3)
+    assert W.logit_margins(model, ids, []).size == 0
+
+
+def test_precision_greedy_identical_and_a_negative_control(smollm2):
+    """Same model under two labels: every row identical. A different model as the second
+    'precision' (the target's first 20 layers): plain text diverges with a clear margin, which
+    the verdict must call a bug, not numerics."""
+    from specviz.drafters import early_exit_model
+    from specviz.prompts import Prompt
+
+    model, tok = smollm2
+    # its first greedy token has a clear margin (0.70 logits; "Say hi." starts at a near tie, 0.04)
+    text = "Count to three."
+    prompt = Prompt(id="t-1", category="test", messages=({"role": "user", "content": text},))
+    drafters = W.precision_drafters(["prompt_lookup", "early_exit:2"], {"fp32": model})
+    table, margins = W.precision_greedy(
+        {"fp32": model, "same": model}, drafters, [prompt], tok, max_new_tokens=5
+    )
+    assert len(table) == 1 * (2 + 3)  # fp32: 2 drafters; same: plain + 2 drafters
+    assert table.identical.all() and set(table.verdict) == {"identical"}
+    assert margins["fp32"].shape == (5,) and np.allclose(margins["fp32"], margins["same"])
+    bad, _ = W.precision_greedy(
+        {"fp32": model, "cut": early_exit_model(model, 20)}, {}, [prompt], tok, max_new_tokens=5
+    )
+    row = bad[bad.drafter == "plain"].iloc[0]
+    assert not row.identical and row.verdict == "bug" and row.margin > 0.05
+    with pytest.raises(ValueError, match="empty"):
+        W.precision_greedy({}, {}, [prompt], tok, max_new_tokens=2)
+
+
+# -- drafters x task types (notebook 07) -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """A real run_grid on the toy pair: two 'categories', two drafters, two gammas, both modes."""
+    from specviz.analysis import run_grid
+
+    target, draft = PAIR
+    prompts = [[0, 1, 2, 0, 1, 2, 0, 1], [1, 2, 3], [2, 2, 2, 2]]
+    df = run_grid(
+        target,
+        {"prompt_lookup": sv.PromptLookupDrafter, "toy_draft": draft},
+        prompts,
+        gammas=[2, 3],
+        max_new_tokens=12,
+        cache_dir=tmp_path_factory.mktemp("grid"),
+        model_name="toy",
+        progress=False,
+    )
+    df["category"] = df.prompt_id.map({"p000": "repetitive", "p001": "open", "p002": "open"})
+    return df
+
+
+def test_pooled_cells_sum_the_grid(grid):
+    cells = W.pooled_cells(grid)
+    row = cells[
+        (cells.drafter == "toy_draft")
+        & (cells.category == "open")
+        & (cells.gamma == 3)
+        & (cells["mode"] == "sampled")
+    ].iloc[0]
+    sel = grid[
+        (grid.drafter == "toy_draft")
+        & (grid.category == "open")
+        & (grid.gamma == 3)
+        & (grid["mode"] == "sampled")
+    ]
+    assert list(row.accepted_hist) == list(np.sum(list(sel.accepted_hist), axis=0))
+    assert list(row.rejection_hist) == list(np.sum(list(sel.rejection_hist), axis=0))
+    assert row.steps == sel.target_calls.sum()
+    everything = cells[(cells.category == "all")]
+    assert everything.steps.sum() == grid.target_calls.sum()
+
+
+def test_grid_explorer_dropdowns_redraw(grid):
+    from specviz.analysis import summarize
+
+    ex = W.GridExplorer(grid)
+    assert ex.state["category"] == "all"
+    first = title(ex.rejections)
+    ex.drafter_select.value = "toy_draft"  # what picking in the dropdown does
+    assert "toy_draft" in title(ex.rejections) and title(ex.rejections) != first
+    ex.gamma_select.value = 3
+    assert len(ex.rejections.data[0].x) == 3 + 1  # positions 1..3 + "all accepted"
+    row = ex.select(category="open", mode="sampled")
+    assert (ex.category_select.value, ex.mode_select.value) == ("open", "sampled")
+    s = summarize(grid)
+    want = s[
+        (s.drafter == "toy_draft")
+        & (s.category == "open")
+        & (s.gamma == 3)
+        & (s["mode"] == "sampled")
+    ].iloc[0]
+    assert row["mean_accepted_length"] == pytest.approx(want.mean_accepted_length)
+    assert f"{want.mean_accepted_length:.2f}" in ex.info.value
+    sel = grid[
+        (grid.drafter == "toy_draft") & (grid.category == "open") & (grid.gamma == 3)
+        & (grid["mode"] == "sampled")
+    ]  # fmt: skip
+    rej = np.sum(list(sel.rejection_hist), axis=0)
+    assert list(ex.rejections.data[0].customdata[:3]) == list(rej)
+    bold = [t.line.width for t in ex.positions.data if t.name == "toy_draft"]
+    assert bold == [4]
+    with pytest.raises(ValueError, match="no gamma"):
+        ex.select(gamma=9)
+    with pytest.raises(TypeError, match="unknown"):
+        ex.select(colour="red")
+    with pytest.raises(ValueError, match="non-empty"):
+        W.GridExplorer(grid.iloc[:0])
+
+
+def test_grid_drafters(smollm2):
+    from specviz.heads import default_head_path
+
+    model, _ = smollm2
+    specs, skipped = W.grid_drafters(
+        model, ["prompt_lookup", "suffix", "early_exit:3", "eagle_head"]
+    )
+    weights = default_head_path().with_name(default_head_path().name + ".safetensors")
+    assert ("eagle_head" in specs) == weights.is_file() and (
+        "eagle_head" in skipped
+    ) != weights.is_file()
+    assert specs["early_exit:3"]().num_layers == 3
+    with pytest.raises(ValueError, match="unknown drafter"):
+        W.grid_drafters(model, ["medusa"])
+    toy_specs, toy_skipped = W.grid_drafters(PAIR[0], ["eagle_head"])
+    assert not toy_specs and "eagle_head" in toy_skipped  # a toy has no hidden states

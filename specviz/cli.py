@@ -1,4 +1,4 @@
-"""The ``specviz`` command line: ``specviz demo``."""
+"""The ``specviz`` command line: ``specviz demo`` and ``specviz audit``."""
 
 from __future__ import annotations
 
@@ -13,10 +13,19 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "demo", help="baseline vs speculative decoding on the default pair", add_help=False
     )
+    sub.add_parser(
+        "audit",
+        help="speculation on vs off on an OpenAI-compatible server: statistics and load",
+        add_help=False,
+    )
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from . import demo
 
         return demo.main(rest)
+    if args.command == "audit":
+        from . import audit_cli
+
+        return audit_cli.main(rest)
     parser.error(f"unknown command {args.command}")
     return 2

@@ -1,0 +1,811 @@
+"""Audit a serving engine over its OpenAI-compatible API: does speculation change the output
+law, and at which load does it stop paying?
+
+Given two endpoints (or two configurations of one server) -- ``a`` with speculative decoding
+off (the reference) and ``b`` with it on -- :func:`audit`
+
+1. checks both servers (reachable, TLS, model served, logprobs present, *same* model: the
+   first-token logprobs on a probe prompt must agree);
+2. samples ``n_samples`` completions per prompt from each (distinct seeds per request,
+   concurrent, retried with backoff, a progress bar), appending every *complete* result to
+   ``out_dir/raw.jsonl`` so that an interrupted audit resumes where it stopped;
+3. runs the statistics module's two-sample tests per prompt: the token at each position
+   (Pearson homogeneity, sparse tokens pooled), the first bigram and the whole continuation
+   (tail bin), and KS / Anderson-Darling on the sequence log-probability the server reports;
+   Holm at ``alpha`` gives the verdict, Benjamini-Hochberg is reported for exploration, and a
+   power statement says which first-token TV these samples would have caught;
+4. a greedy identity report at temperature 0 (first divergence and the reference's top-1/top-2
+   logprob margin there: a near tie is "numerics", a clear margin a "bug");
+5. a load sweep with streaming at several concurrency levels: TTFT, inter-token latency,
+   completion time and throughput for both configurations;
+6. writes ``out_dir/report.html`` (self-contained: plotly.js inlined) and
+   ``out_dir/summary.json``.
+
+Outcomes are the token *pieces* the server reports in its logprobs (an API exposes no ids).
+Pieces that several ids share are merged identically in both arms, which keeps the tests
+valid (a function of the outcome) at a small loss of power. With ``outcome="text"`` the
+sampled requests ask for no logprobs and positions are client-side pieces of the text
+(:func:`specviz.audit_client.split_text`) -- any function of the output text is a valid
+outcome, and servers whose logprobs are expensive (llama-cpp-python sorts the whole vocabulary
+in Python for every token) answer 3x faster; the logprob KS/AD tests are then skipped. A randomized PIT test needs the
+whole next-token law and is not possible over this API.
+
+Example (two llama.cpp servers, prompt lookup off / on)::
+
+    from specviz.audit import audit
+    report = audit("http://127.0.0.1:8080", "http://127.0.0.1:8081",
+                   ["Once upon a time"], n_samples=300, max_tokens=4, out_dir="audit-out")
+    print(report.summary())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import stats
+from .audit_client import AuditError, Completion, Endpoint, complete, preflight, stream
+
+__all__ = ["AuditConfig", "AuditReport", "AuditError", "Endpoint", "audit", "run_audit"]
+
+ARMS = ("a", "b")  # a: speculation off (reference), b: speculation on
+_SEED_ARM = 10**8  # seeds: seed + arm * 1e8 + prompt * 1e5 + index (< 2**31 for llama.cpp)
+_SEED_PROMPT = 10**5
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Everything that fixes what is sampled (stored in the raw file's header: a resumed
+    audit must use the same values)."""
+
+    prompts: tuple[str, ...]
+    n_samples: int = 200
+    max_tokens: int = 4
+    temperature: float = 1.0
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int = 0
+    alpha: float = 0.01
+    concurrency: int = 4
+    retries: int = 4
+    greedy: bool = True
+    greedy_max_tokens: int = 32
+    near_tie: float = stats.DEFAULT_NEAR_TIE
+    load_levels: tuple[int, ...] = (1, 2, 4)
+    load_requests: int = 8
+    load_max_tokens: int = 64
+    load_temperature: float = 0.0
+    load_prompts: tuple[str, ...] = ()
+    n_boot: int = 300
+    outcome: str = "tokens"  # "tokens" (server-reported, needs logprobs) or "text" (split_text)
+
+    def __post_init__(self) -> None:
+        if not self.prompts:
+            raise ValueError("prompts is empty")
+        if not 1 <= self.n_samples < _SEED_PROMPT:
+            raise ValueError(f"n_samples must be in [1, {_SEED_PROMPT})")
+        if len(self.prompts) > 999:
+            raise ValueError("at most 999 prompts")
+        if self.max_tokens < 1 or self.greedy_max_tokens < 1 or self.load_max_tokens < 1:
+            raise ValueError("max_tokens values must be >= 1")
+        if self.temperature <= 0:
+            raise ValueError("the sampled comparison needs temperature > 0 (greedy is separate)")
+        if self.concurrency < 1 or any(c < 1 for c in self.load_levels):
+            raise ValueError("concurrency levels must be >= 1")
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha must be in (0, 1)")
+        if self.outcome not in ("tokens", "text"):
+            raise ValueError(f"outcome must be 'tokens' or 'text', got {self.outcome!r}")
+
+    def sampling_key(self, a: Endpoint, b: Endpoint) -> str:
+        """Hash of what the raw samples depend on."""
+        key = dict(
+            prompts=self.prompts,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            seed=self.seed,
+            greedy_max_tokens=self.greedy_max_tokens,
+            outcome=self.outcome,
+            a=[a.base_url, a.model, sorted(a.extra.items())],
+            b=[b.base_url, b.model, sorted(b.extra.items())],
+        )
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class AuditReport:
+    verdict: str  # "consistent" | "inconsistent"
+    alpha: float
+    n_samples: int
+    tests: Any  # DataFrame: prompt, test, statistic, pvalue, dof, method, holm, bh, reject
+    tv: Any  # DataFrame: prompt, position, estimate, low, high
+    min_detectable_tv: float
+    power_statement: str
+    greedy: stats.GreedyConsistencyResult | None
+    # per prompt: largest |logprob_A - logprob_B| of the same token on the shared greedy prefix
+    # (0 for exact arithmetic; batched verification in the speculative engine moves it)
+    greedy_logprob_gap: tuple[float | None, ...]
+    load: Any  # DataFrame: arm, concurrency, requests, ok, ttft_*, itl_*, completion_*, tok/s
+    first_token_counts: tuple  # (labels, counts a, counts b) of prompt 0
+    endpoints: tuple[Endpoint, Endpoint]
+    config: AuditConfig
+    preflight: dict[str, Any]
+    seconds: float
+    out_dir: str | None = None
+
+    @property
+    def greedy_verdict(self) -> str | None:
+        if self.greedy is None:
+            return None
+        if "bug" in self.greedy.verdicts:
+            return "bug"
+        return "numerics" if "numerics" in self.greedy.verdicts else "identical"
+
+    def summary(self) -> str:
+        a, b = self.endpoints
+        worst = self.tests.sort_values("holm").iloc[0]
+        lines = [
+            f"verdict: {self.verdict} (Holm at alpha={self.alpha}, {len(self.tests)} tests, "
+            f"{self.n_samples} samples per arm and prompt, {len(self.config.prompts)} prompts); "
+            f"smallest adjusted p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}).",
+            self.power_statement,
+        ]
+        if self.greedy is not None:
+            lines.append(
+                f"greedy (T=0): {self.greedy_verdict}; exact match {self.greedy.exact_match_rate:.0%}"
+                f" of {self.greedy.n} prompts; verdicts {list(self.greedy.verdicts)}; margins at "
+                f"the divergence {[None if m is None else round(m, 3) for m in self.greedy.margins]}"
+            )
+            gaps = [g for g in self.greedy_logprob_gap if g is not None]
+            if gaps:
+                lines.append(
+                    f"largest |logprob A - logprob B| of the same token on a shared greedy "
+                    f"prefix: {max(gaps):.3g} nats (0 with exact arithmetic)"
+                )
+        if self.load is not None and len(self.load):
+            for lvl, g in self.load.groupby("concurrency"):
+                r = {row.arm: row for row in g.itertuples()}
+                if "a" in r and "b" in r and r["a"].tokens_per_s > 0:
+                    lines.append(
+                        f"load c={lvl}: throughput {a.name} {r['a'].tokens_per_s:.1f} tok/s, "
+                        f"{b.name} {r['b'].tokens_per_s:.1f} tok/s "
+                        f"(x{r['b'].tokens_per_s / r['a'].tokens_per_s:.2f}); median TTFT "
+                        f"{r['a'].ttft_p50 * 1e3:.0f} / {r['b'].ttft_p50 * 1e3:.0f} ms"
+                    )
+        return "\n".join(lines)
+
+    def figures(self) -> dict[str, Any]:
+        """Plotly figures: first-token bars, p-value QQ, TV per position, load curves."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        a, b = self.endpoints
+        figs: dict[str, Any] = {}
+        labels, ca, cb = self.first_token_counts
+        if len(labels):
+            order = np.argsort(-(np.asarray(ca) + np.asarray(cb)))[:25]
+            names = [repr(labels[i]) for i in order]
+            figs["first_token"] = go.Figure(
+                [
+                    go.Bar(name=f"{a.name} (off)", x=names, y=[int(ca[i]) for i in order]),
+                    go.Bar(name=f"{b.name} (on)", x=names, y=[int(cb[i]) for i in order]),
+                ]
+            ).update_layout(
+                title="Prompt 0, first token: counts in both configurations",
+                barmode="group",
+                xaxis_title="token piece",
+                yaxis_title="count",
+            )
+        p = np.sort(self.tests.pvalue.to_numpy())
+        exp = (np.arange(1, len(p) + 1) - 0.5) / max(1, len(p))
+        figs["pvalue_qq"] = go.Figure(
+            [
+                go.Scatter(x=exp, y=p, mode="markers", name="tests"),
+                go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="uniform", line={"dash": "dash"}),
+            ]
+        ).update_layout(
+            title="p-values vs uniform (QQ): on the diagonal if speculation is lossless",
+            xaxis_title="expected",
+            yaxis_title="observed",
+        )
+        if self.tv is not None and len(self.tv):
+            tv_fig = go.Figure()
+            for prompt, g in self.tv.groupby("prompt"):
+                tv_fig.add_trace(
+                    go.Scatter(
+                        x=g.position,
+                        y=g.estimate,
+                        mode="lines+markers",
+                        name=f"prompt {prompt}",
+                        error_y={
+                            "type": "data",
+                            "symmetric": False,
+                            "array": (g.high - g.estimate).tolist(),
+                            "arrayminus": (g.estimate - g.low).tolist(),
+                        },
+                    )
+                )
+            tv_fig.update_layout(
+                title="Estimated TV(off, on) of the token at each position (bootstrap interval;"
+                " plug-in estimates are biased upwards by sampling noise)",
+                xaxis_title="position",
+                yaxis_title="TV",
+            )
+            figs["tv"] = tv_fig
+        if self.load is not None and len(self.load):
+            panels = [
+                ("ttft_p50", "TTFT p50 (s)"),
+                ("itl_p50", "inter-token latency p50 (s)"),
+                ("completion_p50", "completion time p50 (s)"),
+                ("tokens_per_s", "throughput (tokens/s)"),
+            ]
+            load = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in panels])
+            for arm, ep, color in (("a", a, "#1f77b4"), ("b", b, "#d62728")):
+                g = self.load[self.load.arm == arm].sort_values("concurrency")
+                for i, (col, _) in enumerate(panels):
+                    load.add_trace(
+                        go.Scatter(
+                            x=g.concurrency,
+                            y=g[col],
+                            mode="lines+markers",
+                            name=f"{ep.name} ({'off' if arm == 'a' else 'on'})",
+                            legendgroup=arm,
+                            showlegend=i == 0,
+                            line={"color": color},
+                        ),
+                        row=i // 2 + 1,
+                        col=i % 2 + 1,
+                    )
+            load.update_xaxes(title_text="concurrent requests", type="log")
+            load.update_layout(title="Load sweep (streaming)", height=700)
+            figs["load"] = load
+        return figs
+
+    def to_html(self, path: str | Path) -> Path:
+        """A self-contained page (plotly.js inlined once)."""
+        import html
+
+        a, b = self.endpoints
+        default = "(server default)"
+        color = "#2e7d32" if self.verdict == "consistent" else "#c62828"
+        parts = [
+            "<!doctype html><html><head><meta charset='utf-8'>",
+            "<title>specviz audit</title><style>body{font-family:sans-serif;max-width:1100px;"
+            "margin:auto;padding:1em} table{border-collapse:collapse;font-size:12px} "
+            "td,th{border:1px solid #ccc;padding:2px 6px} pre{background:#f5f5f5;padding:8px;"
+            "white-space:pre-wrap}</style></head><body>",
+            "<h1>specviz audit: speculative decoding over the API</h1>",
+            f"<p><b>A (speculation off, reference):</b> {html.escape(a.name)} "
+            f"<code>{html.escape(a.base_url)}</code> model {html.escape(a.model or default)}<br>"
+            f"<b>B (speculation on):</b> {html.escape(b.name)} "
+            f"<code>{html.escape(b.base_url)}</code> model {html.escape(b.model or default)}</p>",
+            f"<h2 style='color:{color}'>Verdict: {self.verdict}</h2>",
+            f"<pre>{html.escape(self.summary())}</pre>",
+            f"<p><b>Power.</b> {html.escape(self.power_statement)}</p>",
+        ]
+        figs = self.figures()
+        first = True
+        for fig in figs.values():
+            parts.append(
+                fig.to_html(full_html=False, include_plotlyjs="inline" if first else False)
+            )
+            first = False
+        parts.append("<h2>Tests (sorted by Holm-adjusted p)</h2>")
+        cols = ["prompt", "test", "statistic", "pvalue", "dof", "holm", "bh", "reject", "method"]
+        parts.append(self.tests.sort_values("holm")[cols].to_html(index=False, float_format="%.4g"))
+        if self.greedy is not None:
+            import pandas as pd
+
+            g = pd.DataFrame(
+                {
+                    "prompt": range(self.greedy.n),
+                    "first_divergence": self.greedy.first_divergence,
+                    "margin": self.greedy.margins,
+                    "verdict": self.greedy.verdicts,
+                    "max |logprob A - B| before it": self.greedy_logprob_gap or None,
+                }
+            )
+            parts.append(
+                f"<h2>Greedy identity (T=0, {self.config.greedy_max_tokens} tokens): "
+                f"{self.greedy_verdict}</h2>"
+            )
+            parts.append(g.to_html(index=False))
+        if self.load is not None and len(self.load):
+            parts.append("<h2>Load sweep</h2>")
+            parts.append(self.load.to_html(index=False, float_format="%.4g"))
+        conf = {k: v for k, v in asdict(self.config).items() if k != "prompts"}
+        parts.append("<h2>Configuration</h2><pre>")
+        parts.append(html.escape(json.dumps(conf, indent=1, default=str)))
+        parts.append("\nprompts:\n" + html.escape("\n".join(repr(p) for p in self.config.prompts)))
+        parts.append(f"\npreflight: {html.escape(json.dumps(self.preflight, default=str))}")
+        parts.append(f"\nwall time: {self.seconds:.1f} s</pre></body></html>")
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(parts), encoding="utf-8")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "alpha": self.alpha,
+            "n_samples": self.n_samples,
+            "n_tests": int(len(self.tests)),
+            "min_holm": float(self.tests.holm.min()),
+            "min_detectable_tv": self.min_detectable_tv,
+            "power_statement": self.power_statement,
+            "greedy_verdict": self.greedy_verdict,
+            "greedy_exact_match_rate": None
+            if self.greedy is None
+            else self.greedy.exact_match_rate,
+            "load": [] if self.load is None else self.load.to_dict(orient="records"),
+            "endpoints": [asdict(e) | {"api_key": None} for e in self.endpoints],
+            "seconds": self.seconds,
+        }
+
+
+# ------------------------------------------------------------------------------ raw results
+
+
+@dataclass
+class _Raw:
+    """The resumable JSONL file: one header line, then one line per complete result."""
+
+    path: Path | None
+    samples: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
+    greedy: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, path: Path | None, key: str) -> _Raw:
+        raw = cls(path)
+        if path is None:
+            return raw
+        if path.exists() and path.stat().st_size:
+            with path.open(encoding="utf-8") as f:
+                lines = f.readlines()
+            head = json.loads(lines[0])
+            if head.get("kind") != "header" or head.get("key") != key:
+                raise AuditError(
+                    f"{path} holds results of an audit with different prompts, sampling "
+                    "settings or endpoints; use another --out folder (or delete the file)"
+                )
+            for i, line in enumerate(lines[1:], start=2):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    # A crash mid-write leaves a truncated last line: drop it (it is redone).
+                    if i == len(lines):
+                        continue
+                    raise AuditError(f"{path}:{i} is not valid JSON") from None
+                raw._index(rec)
+            # Rewrite without a truncated tail so appends start on a clean line.
+            if not lines[-1].endswith("\n"):
+                path.write_text("".join(lines[:-1]), encoding="utf-8")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"kind": "header", "key": key}) + "\n", encoding="utf-8")
+        return raw
+
+    def _index(self, rec: dict[str, Any]) -> None:
+        if rec["kind"] == "sample":
+            self.samples[(rec["arm"], rec["prompt"], rec["index"])] = rec
+        elif rec["kind"] == "greedy":
+            self.greedy[(rec["arm"], rec["prompt"])] = rec
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self._index(rec)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+
+
+def _record(kind: str, arm: str, prompt: int, index: int, seed: int | None, c: Completion):
+    return {
+        "kind": kind,
+        "arm": arm,
+        "prompt": prompt,
+        "index": index,
+        "seed": seed,
+        "tokens": list(c.tokens),
+        "logprobs": list(c.logprobs),
+        "top": list(c.top) if kind == "greedy" else None,
+        "finish_reason": c.finish_reason,
+        "seconds": round(c.seconds, 5),
+    }
+
+
+async def _gather_bounded(jobs: list, concurrency: int, desc: str, progress: bool) -> None:
+    """Run coroutine factories ``concurrency`` at a time; the first failure cancels the rest
+    (what finished is already on disk)."""
+    if not jobs:
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+    for j in jobs:
+        queue.put_nowait(j)
+    bar = tqdm(total=len(jobs), desc=desc, unit="req", disable=not progress, leave=False)
+
+    async def worker() -> None:
+        while not queue.empty():
+            job = queue.get_nowait()
+            await job()
+            bar.update(1)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(jobs)))]
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in pending:
+            t.cancel()
+        for t in done:
+            if t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+    finally:
+        for t in tasks:
+            t.cancel()
+        bar.close()
+
+
+async def _sample_arm(
+    cfg: AuditConfig, arm: str, ep: Endpoint, raw: _Raw, progress: bool, greedy_lp: bool
+) -> None:
+    lp = 1 if cfg.outcome == "tokens" else None
+    async with ep.client(concurrency=cfg.concurrency) as client:
+        jobs = []
+        for pi, prompt in enumerate(cfg.prompts):
+            for j in range(cfg.n_samples):
+                if (arm, pi, j) in raw.samples:
+                    continue
+                seed = cfg.seed + ARMS.index(arm) * _SEED_ARM + pi * _SEED_PROMPT + j
+
+                async def job(pi=pi, prompt=prompt, j=j, seed=seed) -> None:
+                    c = await complete(
+                        client,
+                        ep,
+                        prompt,
+                        max_tokens=cfg.max_tokens,
+                        temperature=cfg.temperature,
+                        top_p=cfg.top_p,
+                        top_k=cfg.top_k,
+                        seed=seed,
+                        logprobs=lp,
+                        retries=cfg.retries,
+                    )
+                    raw.add(_record("sample", arm, pi, j, seed, c))
+
+                jobs.append(job)
+        resumed = len(cfg.prompts) * cfg.n_samples - len(jobs)
+        try:
+            await _gather_bounded(jobs, cfg.concurrency, f"sampling {ep.name}", progress)
+        except AuditError as err:
+            have = sum(1 for k in raw.samples if k[0] == arm)
+            raise AuditError(
+                f"{err}\n({have} of {len(cfg.prompts) * cfg.n_samples} samples from "
+                f"{ep.name} are complete and saved in {raw.path}; incomplete ones were not "
+                f"counted; rerun the same command to resume ({resumed} were resumed this time))"
+            ) from err
+        if not cfg.greedy:
+            return
+        gjobs = []
+        for pi, prompt in enumerate(cfg.prompts):
+            if (arm, pi) in raw.greedy:
+                continue
+
+            async def gjob(pi=pi, prompt=prompt) -> None:
+                c = await complete(
+                    client,
+                    ep,
+                    prompt,
+                    max_tokens=cfg.greedy_max_tokens,
+                    temperature=0.0,
+                    seed=cfg.seed,
+                    logprobs=2 if greedy_lp else None,
+                    retries=cfg.retries,
+                )
+                raw.add(_record("greedy", arm, pi, 0, None, c))
+
+            gjobs.append(gjob)
+        await _gather_bounded(gjobs, cfg.concurrency, f"greedy {ep.name}", progress)
+
+
+async def _sample(
+    cfg: AuditConfig, eps: dict[str, Endpoint], raw: _Raw, progress: bool, greedy_lp: bool
+) -> None:
+    """Both arms at once (interleaved in time, so slow drift of a shared machine hits both
+    alike); the first failure stops both, what finished is on disk."""
+    await asyncio.gather(
+        *(_sample_arm(cfg, arm, eps[arm], raw, progress, greedy_lp) for arm in ARMS)
+    )
+
+
+# ------------------------------------------------------------------------------ statistics
+
+
+def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    tv_rows: list[dict[str, Any]] = []
+    mdts: list[float] = []
+    first: tuple = ((), np.zeros(0), np.zeros(0))
+
+    for pi in range(len(cfg.prompts)):
+        arms = {arm: [raw.samples[(arm, pi, j)] for j in range(cfg.n_samples)] for arm in ARMS}
+        seq = {arm: [tuple(r["tokens"]) for r in recs] for arm, recs in arms.items()}
+
+        def add(test: str, res: Any, pi: int = pi) -> None:
+            rows.append(
+                dict(
+                    prompt=pi,
+                    test=test,
+                    statistic=float(res.statistic),
+                    pvalue=float(res.pvalue),
+                    dof=getattr(res, "dof", None),
+                    method=res.method,
+                )
+            )
+
+        for pos in range(cfg.max_tokens):
+            xa = [s[pos] for s in seq["a"] if len(s) > pos]
+            xb = [s[pos] for s in seq["b"] if len(s) > pos]
+            if not xa or not xb:
+                continue
+            labels, ca, cb = stats.counts_from_samples(xa, xb)
+            if len(labels) > 1:
+                add(f"token@{pos}", stats.homogeneity(ca, cb))
+            est = stats.estimate_tv(ca, cb, n_boot=cfg.n_boot, rng=rng)
+            tv_rows.append(
+                dict(prompt=pi, position=pos, estimate=est.estimate, low=est.low, high=est.high)
+            )
+            if pos == 0:
+                mdts.append(
+                    stats.min_detectable_tv(
+                        ca / ca.sum(), len(xa), alpha=cfg.alpha, two_sample=True
+                    )
+                )
+                if pi == 0:
+                    first = (labels, ca, cb)
+        if cfg.max_tokens >= 2:
+            labels, ca, cb = stats.counts_from_samples(
+                [s[:2] for s in seq["a"]], [s[:2] for s in seq["b"]], max_bins=200
+            )
+            if len(labels) > 1:
+                add("bigram@0", stats.homogeneity(ca, cb))
+        labels, ca, cb = stats.counts_from_samples(seq["a"], seq["b"], max_bins=200)
+        if len(labels) > 1:
+            add("continuation", stats.homogeneity(ca, cb))
+        lp = {arm: np.array([sum(r["logprobs"]) for r in recs]) for arm, recs in arms.items()}
+        if cfg.outcome == "tokens" and np.ptp(np.concatenate([lp["a"], lp["b"]])) > 0:
+            add("logprob KS", stats.ks_2sample(lp["a"], lp["b"]))
+            add("logprob AD", stats.anderson_darling_2sample(lp["a"], lp["b"]))
+        lens = {arm: [len(s) for s in ss] for arm, ss in seq.items()}
+        if len(set(lens["a"]) | set(lens["b"])) > 1:
+            add("length KS", stats.ks_2sample(lens["a"], lens["b"]))
+
+    tests = pd.DataFrame(rows)
+    if tests.empty:
+        raise AuditError(
+            "nothing to test: every prompt produced a single outcome in both arms "
+            "(raise the temperature or max_tokens, or use prompts with an uncertain next token)"
+        )
+    holm = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="holm", alpha=cfg.alpha)
+    bh = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="fdr_bh", alpha=cfg.alpha)
+    tests["holm"] = holm.pvalues_adjusted
+    tests["bh"] = bh.pvalues_adjusted
+    tests["reject"] = holm.reject
+    finite = [m for m in mdts if math.isfinite(m)]
+    if finite:
+        lo, hi = min(finite), max(finite)
+        span = f"{lo:.3f}" if math.isclose(lo, hi, rel_tol=0.05) else f"{lo:.3f}-{hi:.3f}"
+        statement = (
+            f"With {cfg.n_samples} samples per configuration and prompt, a first-token TV of "
+            f"{span} or more (depending on the prompt's next-token law) would be detected with "
+            f"90% probability (alpha={cfg.alpha}, two-sample Pearson; before the Holm "
+            f"correction over {len(tests)} tests)."
+        )
+    else:
+        statement = "Too few distinct first tokens to state a detectable TV."
+    verdict = "inconsistent" if holm.any_reject else "consistent"
+    mdt = min(finite) if finite else math.nan
+    return verdict, tests, pd.DataFrame(tv_rows), mdt, statement, first
+
+
+def _greedy(cfg: AuditConfig, raw: _Raw) -> stats.GreedyConsistencyResult:
+    refs, cands, margins, gaps = [], [], [], []
+    for pi in range(len(cfg.prompts)):
+        ra, rb = raw.greedy[("a", pi)], raw.greedy[("b", pi)]
+        ta, tb = ra["tokens"], rb["tokens"]
+        d = next((i for i, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y), None)
+        if d is None and len(ta) != len(tb):
+            d = min(len(ta), len(tb))
+        margin = None
+        if d is not None and ra["top"] and d < len(ra["top"]):
+            # logprob differences equal logit differences: log-softmax shifts all by one constant
+            top = sorted(ra["top"][d].values(), reverse=True)
+            if len(top) >= 2:
+                margin = top[0] - top[1]
+        refs.append(ta)
+        cands.append(tb)
+        margins.append(margin)
+        shared = len(ta) if d is None else d
+        la, lb = ra["logprobs"][:shared], rb["logprobs"][:shared]
+        gaps.append(
+            max((abs(x - y) for x, y in zip(la, lb, strict=False)), default=0.0)
+            if la and lb
+            else None
+        )
+    result = stats.greedy_consistency(refs, cands, margins, near_tie=cfg.near_tie)
+    return result, tuple(gaps)
+
+
+# ------------------------------------------------------------------------------ load sweep
+
+
+async def _load_level(ep: Endpoint, cfg: AuditConfig, level: int, prompts: Sequence[str]):
+    n = max(cfg.load_requests, level)
+    timings: list[Any] = []
+    async with ep.client(concurrency=level) as client:
+        sem = asyncio.Semaphore(level)
+
+        async def one(i: int):
+            async with sem:
+                return await stream(
+                    client,
+                    ep,
+                    prompts[i % len(prompts)],
+                    max_tokens=cfg.load_max_tokens,
+                    temperature=cfg.load_temperature,
+                    seed=cfg.seed + i,
+                    retries=0,
+                )
+
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
+        wall = time.perf_counter() - t0
+    errors = [r for r in results if isinstance(r, BaseException)]
+    timings = [r for r in results if not isinstance(r, BaseException)]
+    ttft = np.array([t.ttft for t in timings]) if timings else np.array([np.nan])
+    itl = np.concatenate(
+        [np.diff(t.chunk_times) / max(1.0, t.tokens / len(t.chunk_times)) for t in timings]
+        or [np.array([np.nan])]
+    )
+    if itl.size == 0:
+        itl = np.array([np.nan])
+    total = np.array([t.total for t in timings]) if timings else np.array([np.nan])
+    tokens = sum(t.tokens for t in timings)
+    row = dict(
+        concurrency=level,
+        requests=n,
+        ok=len(timings),
+        failed=len(errors),
+        ttft_p50=float(np.median(ttft)),
+        ttft_p90=float(np.quantile(ttft, 0.9)),
+        itl_p50=float(np.median(itl)),
+        itl_p90=float(np.quantile(itl, 0.9)),
+        completion_p50=float(np.median(total)),
+        completion_p90=float(np.quantile(total, 0.9)),
+        tokens=tokens,
+        tokens_per_s=tokens / wall if timings else 0.0,
+        requests_per_s=len(timings) / wall,
+        wall_s=wall,
+    )
+    return row, errors
+
+
+async def _load_sweep(cfg: AuditConfig, eps: dict[str, Endpoint], progress: bool):
+    import pandas as pd
+
+    prompts = cfg.load_prompts or cfg.prompts
+    rows = []
+    bar = tqdm(total=2 * len(cfg.load_levels), desc="load sweep", disable=not progress, leave=False)
+    for arm in ARMS:
+        ep = eps[arm]
+        # one warm-up request so the first level does not pay for cold caches
+        async with ep.client(concurrency=1) as client:
+            await stream(
+                client, ep, prompts[0], max_tokens=4, temperature=cfg.load_temperature, retries=2
+            )
+        for level in cfg.load_levels:
+            row, errors = await _load_level(ep, cfg, level, prompts)
+            if errors and not row["ok"]:
+                raise AuditError(
+                    f"load sweep: every request to {ep.name} at concurrency {level} failed; "
+                    f"first error: {errors[0]}"
+                )
+            row["arm"] = arm
+            row["endpoint"] = ep.name
+            row["first_error"] = str(errors[0])[:200] if errors else ""
+            rows.append(row)
+            bar.update(1)
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ entry points
+
+
+def _as_endpoint(x: Endpoint | str, label: str) -> Endpoint:
+    if isinstance(x, Endpoint):
+        return x
+    if not isinstance(x, str) or not x.startswith(("http://", "https://")):
+        raise ValueError(f"endpoint {label} must be an http(s) URL or an Endpoint, got {x!r}")
+    return Endpoint(x, label=label)
+
+
+async def run_audit(
+    a: Endpoint, b: Endpoint, cfg: AuditConfig, *, out_dir: str | Path | None, progress: bool
+) -> AuditReport:
+    """The async core of :func:`audit` (for callers that already run an event loop)."""
+    t0 = time.perf_counter()
+    if a.name == b.name:
+        b = Endpoint(**{**asdict(b), "label": b.name + " (B)"})
+    eps = {"a": a, "b": b}
+    info = await preflight(a, b, cfg.prompts[0], need_logprobs=cfg.outcome == "tokens")
+    out = Path(out_dir) if out_dir is not None else None
+    raw = _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(a, b))
+    # Greedy margins need top-2 logprobs; ask for them whenever both servers give them.
+    greedy_lp = all("probe_top" in info[e.name] for e in (a, b))
+    await _sample(cfg, eps, raw, progress, greedy_lp)
+    rng = np.random.default_rng(cfg.seed)
+    verdict, tests, tv, mdt, statement, first = _tests(cfg, raw, rng)
+    greedy, gaps = _greedy(cfg, raw) if cfg.greedy else (None, ())
+    load = await _load_sweep(cfg, eps, progress) if cfg.load_levels else None
+    report = AuditReport(
+        verdict=verdict,
+        alpha=cfg.alpha,
+        n_samples=cfg.n_samples,
+        tests=tests,
+        tv=tv,
+        min_detectable_tv=mdt,
+        power_statement=statement,
+        greedy=greedy,
+        greedy_logprob_gap=gaps,
+        load=load,
+        first_token_counts=first,
+        endpoints=(a, b),
+        config=cfg,
+        preflight=info,
+        seconds=time.perf_counter() - t0,
+        out_dir=None if out is None else str(out),
+    )
+    if out is not None:
+        report.to_html(out / "report.html")
+        (out / "summary.json").write_text(
+            json.dumps(report.to_json(), indent=1, default=str), encoding="utf-8"
+        )
+    return report
+
+
+def audit(
+    a: Endpoint | str,
+    b: Endpoint | str,
+    prompts: Sequence[str],
+    *,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    **settings: Any,
+) -> AuditReport:
+    """Audit ``b`` (speculation on) against ``a`` (speculation off); see the module docstring.
+
+    ``settings`` are :class:`AuditConfig` fields (``n_samples``, ``max_tokens``,
+    ``temperature``, ``alpha``, ``concurrency``, ``load_levels`` ...). With ``out_dir`` the raw
+    results go to ``out_dir/raw.jsonl`` (an interrupted run resumes from it) and the report to
+    ``out_dir/report.html``.
+
+    >>> report = audit("http://127.0.0.1:8080", "http://127.0.0.1:8081",
+    ...                ["Once upon a time"], n_samples=300)  # doctest: +SKIP
+    >>> report.verdict  # doctest: +SKIP
+    'consistent'
+    """
+    cfg = AuditConfig(prompts=tuple(prompts), **settings)
+    ea, eb = _as_endpoint(a, "A"), _as_endpoint(b, "B")
+    return asyncio.run(run_audit(ea, eb, cfg, out_dir=out_dir, progress=progress))

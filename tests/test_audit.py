@@ -1,0 +1,370 @@
+"""``specviz audit`` against real servers on 127.0.0.1 that the tests start and stop.
+
+* The broken server (toy model, fast): the honest pair (plain sampling vs lossless
+  speculation) passes, and the same audit with the same sample sizes flags ``always_accept``
+  (negative control). Seeds are fixed per request, so the verdicts are reproducible; the
+  honest pair's false-positive rate is alpha=0.01 (Holm over all tests).
+* Clear errors: unreachable server, no logprobs, mismatched models, bad TLS, timeouts; a
+  partial completion is never counted; an interrupted audit resumes from its raw file.
+* llama.cpp (llama-cpp-python's server, SmolLM2-135M Q4_1) with and without its prompt-lookup
+  speculation: verdict and load curves for both (skipped only if llama_cpp is not installed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import subprocess
+import threading
+import time
+
+import pytest
+
+from specviz.audit import AuditError, Endpoint, audit
+from specviz.audit_client import IncompleteResult, parse_completion
+from specviz.audit_local import (
+    broken_server_command,
+    free_port,
+    llamacpp_command,
+    local_servers,
+    smollm2_gguf,
+)
+from specviz.broken_server import ServerConfig, make_server
+
+TOY_PROMPTS = ["ab", "cd"]
+TOY_SETTINGS = dict(
+    n_samples=200,
+    max_tokens=3,
+    load_levels=(1, 2),
+    load_requests=4,
+    load_max_tokens=8,
+    progress=False,
+)
+
+
+@pytest.fixture(scope="module")
+def toy_servers():
+    """Three broken-server processes: plain sampling, lossless and always_accept speculation."""
+    commands = {
+        "off": broken_server_command(speculation=False),
+        "on": broken_server_command(verifier="lossless"),
+        "broken": broken_server_command(verifier="always_accept"),
+    }
+    with local_servers(commands, timeout=120) as urls:
+        yield urls
+
+
+@pytest.fixture
+def thread_server():
+    """Start broken-server instances in this process (cheap; for the error cases)."""
+    servers = []
+
+    def start(config: ServerConfig, tls: ssl.SSLContext | None = None) -> str:
+        srv = make_server(config)
+        if tls is not None:
+            srv.socket = tls.wrap_socket(srv.socket, server_side=True)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        scheme = "https" if tls else "http"
+        return f"{scheme}://127.0.0.1:{srv.server_port}"
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+# ------------------------------------------------------------------- the audit's verdicts
+
+
+def test_honest_pair_passes_and_broken_verifier_is_flagged_with_the_same_samples(
+    toy_servers, tmp_path
+):
+    honest = audit(
+        toy_servers["off"], toy_servers["on"], TOY_PROMPTS, out_dir=tmp_path / "h", **TOY_SETTINGS
+    )
+    broken = audit(
+        toy_servers["off"],
+        toy_servers["broken"],
+        TOY_PROMPTS,
+        out_dir=tmp_path / "b",
+        **TOY_SETTINGS,
+    )
+    assert honest.verdict == "consistent", honest.summary()
+    assert honest.greedy_verdict == "identical"
+    assert broken.verdict == "inconsistent", broken.summary()
+    assert broken.greedy_verdict == "bug"
+    assert broken.tests.holm.min() < 1e-6  # not a borderline call
+    # same sample sizes, per prompt and arm
+    assert honest.n_samples == broken.n_samples == 200
+    raw = [json.loads(x) for x in (tmp_path / "b" / "raw.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "sample" for r in raw) == 2 * 2 * 200
+    # power statement and load curves for both configurations
+    assert "would be detected with 90% probability" in honest.power_statement
+    assert set(honest.load.arm) == {"a", "b"} and (honest.load.failed == 0).all()
+    assert (honest.load.tokens_per_s > 0).all() and (honest.load.ttft_p50 > 0).all()
+    page = (tmp_path / "h" / "report.html").read_text()
+    assert "Verdict: consistent" in page and "plotly" in page.lower()
+    assert "<script src=" not in page  # plotly.js inlined: the page works offline
+    assert len(page) > 1_000_000
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["verdict"] == "inconsistent"
+
+
+def test_resume_reuses_complete_results_and_refuses_other_settings(toy_servers, tmp_path):
+    kw = dict(TOY_SETTINGS, n_samples=30, load_levels=(), greedy=False)
+    first = audit(toy_servers["off"], toy_servers["on"], ["ab"], out_dir=tmp_path, **kw)
+    raw = tmp_path / "raw.jsonl"
+    lines = raw.read_text().splitlines()
+    assert len(lines) == 1 + 2 * 30
+    # simulate a crash: last record half-written, ten records missing
+    raw.write_text("\n".join(lines[:-10]) + "\n" + lines[-10][:15])
+    again = audit(toy_servers["off"], toy_servers["on"], ["ab"], out_dir=tmp_path, **kw)
+    records = [json.loads(x) for x in raw.read_text().splitlines()[1:]]
+    assert len(records) == 2 * 30
+    assert len({(r["arm"], r["index"]) for r in records}) == 60
+    # seeded requests: the redone samples are the same, so the tests are too
+    assert list(again.tests.pvalue) == pytest.approx(list(first.tests.pvalue))
+    with pytest.raises(AuditError, match="different prompts, sampling"):
+        audit(
+            toy_servers["off"],
+            toy_servers["on"],
+            ["ab"],
+            out_dir=tmp_path,
+            **dict(kw, temperature=0.7),
+        )
+
+
+def test_cli_audit_exit_codes(toy_servers, tmp_path, capsys):
+    from specviz.cli import main
+
+    base = ["audit", "--prompt", "ab", "--n-samples", "200", "--max-tokens", "3"]
+    base += ["--load-levels", "", "--no-greedy", "--quiet"]
+    rc_ok = main(
+        base + ["--a", toy_servers["off"], "--b", toy_servers["on"], "--out", str(tmp_path / "1")]
+    )
+    rc_bad = main(
+        base
+        + ["--a", toy_servers["off"], "--b", toy_servers["broken"], "--out", str(tmp_path / "2")]
+    )
+    assert (rc_ok, rc_bad) == (0, 1)
+    assert "verdict: inconsistent" in capsys.readouterr().out
+    assert (tmp_path / "2" / "report.html").exists()
+    rc = main(base + ["--a", "http://127.0.0.1:1", "--b", toy_servers["on"]])
+    assert rc == 2 and "cannot reach" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- clear errors
+
+
+def test_unreachable_server_is_named():
+    port = free_port()  # nothing listens there
+    with pytest.raises(AuditError, match=rf"cannot reach A \(http://127.0.0.1:{port}\)"):
+        audit(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}", ["ab"], progress=False)
+
+
+def test_server_without_logprobs_is_refused(thread_server):
+    a = thread_server(ServerConfig(speculation=False))
+    b = thread_server(ServerConfig(logprobs=False))
+    with pytest.raises(AuditError, match="B returned no logprobs.*--outcome text"):
+        audit(a, b, ["ab"], progress=False)
+    # text outcomes need no logprobs (pieces are split client-side)
+    report = audit(a, b, ["ab"], outcome="text", n_samples=40, load_levels=(), progress=False)
+    assert report.verdict == "consistent" and report.greedy_verdict == "identical"
+    assert not report.tests.test.str.startswith("logprob").any()
+
+
+def test_mismatched_models_are_refused(thread_server):
+    a = thread_server(ServerConfig(speculation=False, toy_seed=0))
+    b = thread_server(ServerConfig(toy_seed=1, model_name="toy-v5-o2-s0"))  # same name, other model
+    with pytest.raises(AuditError, match="mismatched models"):
+        audit(a, b, ["ab"], progress=False)
+    with pytest.raises(AuditError, match="does not serve model 'other'"):
+        audit(a, Endpoint(b, model="other"), ["ab"], progress=False)
+
+
+def test_bad_tls_is_explained(thread_server, tmp_path):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        + ["-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    url = thread_server(ServerConfig(), tls=ctx)
+    plain = thread_server(ServerConfig(speculation=False))
+    with pytest.raises(AuditError, match="TLS failed for B .*CERTIFICATE_VERIFY_FAILED"):
+        audit(plain, url, ["ab"], progress=False)
+
+
+def test_timeout_is_explained():
+    # A socket that accepts connections (kernel backlog) but never answers.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        ep = Endpoint(url, label="slow", timeout=0.5)
+        t0 = time.monotonic()
+        with pytest.raises(AuditError, match=r"slow .* timed out after 0.5 s"):
+            audit(ep, ep, ["ab"], progress=False)
+        assert time.monotonic() - t0 < 10
+
+
+def test_partial_completions_are_never_counted():
+    ep = Endpoint("http://x", label="S")
+    lp = {"tokens": ["a", "b"], "token_logprobs": [-0.1, -0.2], "top_logprobs": [{}, {}]}
+    ok = {"choices": [{"text": "ab", "finish_reason": "length", "logprobs": lp}]}
+    assert parse_completion(ok, ep, max_tokens=2, seconds=0.0).tokens == ("a", "b")
+    cut = {"choices": [{"text": "ab", "finish_reason": None, "logprobs": lp}]}
+    with pytest.raises(IncompleteResult, match="finish_reason=None"):
+        parse_completion(cut, ep, max_tokens=2, seconds=0.0)
+    with pytest.raises(IncompleteResult, match="asked 3"):
+        parse_completion(ok, ep, max_tokens=3, seconds=0.0)
+    short = {
+        "choices": [
+            {"text": "ab", "finish_reason": "stop", "logprobs": {**lp, "token_logprobs": [-0.1]}}
+        ]
+    }
+    with pytest.raises(IncompleteResult, match="2 tokens but 1 logprobs"):
+        parse_completion(short, ep, max_tokens=2, seconds=0.0)
+    with pytest.raises(IncompleteResult, match="without choices"):
+        parse_completion({"choices": []}, ep, max_tokens=2, seconds=0.0)
+
+
+def test_truncated_stream_is_incomplete(thread_server):
+    """A stream cut before [DONE] raises instead of being timed as a short completion."""
+    from specviz.audit_client import stream
+
+    class Cut(threading.Thread):
+        def __init__(self) -> None:
+            super().__init__(daemon=True)
+            self.sock = socket.socket()
+            self.sock.bind(("127.0.0.1", 0))
+            self.sock.listen(4)
+
+        def run(self) -> None:
+            conn, _ = self.sock.accept()
+            conn.recv(65536)
+            chunk = json.dumps({"choices": [{"text": "a", "finish_reason": None}]})
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                + f"data: {chunk}\n\n".encode()
+            )
+            conn.close()
+
+    srv = Cut()
+    srv.start()
+    ep = Endpoint(f"http://127.0.0.1:{srv.sock.getsockname()[1]}", label="cut", timeout=5)
+
+    async def go():
+        async with ep.client() as client:
+            return await stream(client, ep, "ab", max_tokens=4, temperature=0.0, retries=0)
+
+    with pytest.raises(AuditError, match="cut: stream ended without"):
+        asyncio.run(go())
+    srv.sock.close()
+
+
+# ----------------------------------------------------------------------------- llama.cpp
+
+
+@pytest.fixture(scope="module")
+def llama_servers():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (see docs/audit.md)")
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] extra missing")
+    gguf = smollm2_gguf()
+    commands = {
+        "off": llamacpp_command(gguf, prompt_lookup=False),
+        "on": llamacpp_command(gguf, prompt_lookup=True),
+    }
+    with local_servers(commands, timeout=120) as urls:
+        yield urls
+
+
+def test_llamacpp_prompt_lookup_is_consistent_and_load_curves_exist(llama_servers, tmp_path):
+    prompt = "The cat sat on the mat. The cat sat on the"
+    plain = {"repeat_penalty": 1.0}  # else greedy is not the argmax of the reported logprobs
+    report = audit(
+        Endpoint(llama_servers["off"], model="smollm2", label="llama.cpp", extra=plain),
+        Endpoint(llama_servers["on"], model="smollm2", label="llama.cpp+PLD", extra=plain),
+        [prompt],
+        out_dir=tmp_path,
+        n_samples=120,
+        max_tokens=3,
+        outcome="text",  # llama-cpp-python's logprobs cost ~0.15 s per token
+        concurrency=2,
+        greedy_max_tokens=16,
+        near_tie=0.5,  # Q4_1: batched verification moves logprobs by ~0.1 nats
+        load_levels=(1, 2),
+        load_requests=2,
+        load_max_tokens=24,
+        progress=False,
+    )
+    assert report.verdict == "consistent", report.summary()
+    assert report.greedy_verdict in ("identical", "numerics"), report.summary()
+    assert set(report.load.arm) == {"a", "b"} and (report.load.failed == 0).all()
+    assert (report.tests.pvalue.notna()).all() and len(report.tests) >= 2
+    assert (tmp_path / "report.html").stat().st_size > 1_000_000
+    assert report.greedy_logprob_gap[0] is not None  # logprobs came back for the greedy runs
+
+
+def test_transient_errors_are_retried_with_backoff():
+    """503 twice, then a good answer: one complete result after two backoff waits (0.05 s,
+    0.1 s); a 400 is not retried (retrying a bad request cannot help)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from specviz.audit_client import complete
+
+    calls: list[float] = []
+    good = {
+        "choices": [
+            {
+                "text": "ab",
+                "finish_reason": "length",
+                "logprobs": {"tokens": ["a", "b"], "token_logprobs": [-0.1, -0.2]},
+            }
+        ]
+    }
+
+    class Flaky(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            calls.append(time.monotonic())
+            code, payload = (503, {"error": "busy"}) if len(calls) < 3 else (200, good)
+            if "bad" in self.path:
+                code, payload = 400, {"error": {"message": "max_tokens too large"}}
+            data = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        ep = Endpoint(f"http://127.0.0.1:{srv.server_port}", label="flaky", timeout=5)
+        bad = Endpoint(f"http://127.0.0.1:{srv.server_port}/bad", label="bad", timeout=5)
+
+        async def go(e: Endpoint):
+            async with e.client() as client:
+                return await complete(
+                    client, e, "ab", max_tokens=2, temperature=1.0, retries=3, backoff=0.05
+                )
+
+        c = asyncio.run(go(ep))
+        assert c.tokens == ("a", "b") and len(calls) == 3
+        assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.1
+        calls.clear()
+        with pytest.raises(AuditError, match="bad answered HTTP 400 .* max_tokens too large"):
+            asyncio.run(go(bad))
+        assert len(calls) == 1
+    finally:
+        srv.shutdown()
+        srv.server_close()

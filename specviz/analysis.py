@@ -222,6 +222,12 @@ def _cell_metrics(res: GenerationResult, gamma: int, draft_time: float) -> dict[
     }
 
 
+def _provenance() -> dict[str, Any]:
+    """When a cell was computed and how busy the machine was (timings are only as good as that)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    return {"computed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_avg_1m": load}
+
+
 def _cell_seed(seed: int, prompt: _Prompt) -> int:
     return int(_digest([seed, prompt.id, list(prompt.ids)])[:12], 16)
 
@@ -314,41 +320,25 @@ def run_grid(
         tag,
         Path(cache_dir) if cache_dir is not None else default_grid_cache(),
     )
-    rows, counts = [], {"computed": 0, "cached": 0}
-    sessions = _Sessions()
+    run = _GridRun(setup)
     total = len(modes) * len(plist) * (1 + len(drafters) * len(gammas))
     bar = _progress(total, progress)
-    warm = [False]
+    rows = []
     for mode in modes:
         for i, prompt in enumerate(plist):
-            base = _baseline_cell(setup, mode, prompt, counts, warm)
+            base = run.baseline(mode, prompt)
             bar.update(1)
             if include_baseline:
                 rows.append({k: v for k, v in base.items() if k != "tokens"})
             for label, spec in drafters.items():
                 for gamma in gammas:
-                    skey = (label, gamma, mode)
-                    hist = _history(spec, plist[:i])
-                    row = _spec_cell(
-                        setup,
-                        label,
-                        spec,
-                        gamma,
-                        mode,
-                        prompt,
-                        hist,
-                        base,
-                        sessions,
-                        skey,
-                        counts,
-                        warm,
-                    )
-                    rows.append(row)
+                    cell = _Cell(label, spec, gamma, mode, prompt, _history(spec, plist[:i]))
+                    rows.append(run.speculative(cell, base))
                     bar.update(1)
-                    bar.set_postfix(counts, refresh=False)
+                    bar.set_postfix(run.counts, refresh=False)
     bar.close()
     df = pd.DataFrame(rows)
-    df.attrs.update(counts)
+    df.attrs.update(run.counts)
     return df
 
 
@@ -363,71 +353,98 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="grid", unit="cell", disable=not enabled)
 
 
-def _warm_up(setup: _Setup, prompt: _Prompt, warm: list[bool]) -> None:
-    """One short untimed generation so the first timed cell doesn't pay for lazy init."""
-    if not warm[0]:
-        autoregressive_generate(setup.target, list(prompt.ids), max_new_tokens=4)
-        warm[0] = True
+@dataclass(frozen=True)
+class _Cell:
+    label: str
+    spec: Any
+    gamma: int
+    mode: str
+    prompt: _Prompt
+    history: str  # digest of the prompts a session drafter saw before ('' otherwise)
+
+    @property
+    def session_key(self) -> tuple[str, int, str]:
+        return (self.label, self.gamma, self.mode)
+
+    def meta(self, model_name: str) -> dict[str, Any]:
+        return {
+            "model": model_name,
+            "drafter": self.label,
+            "gamma": self.gamma,
+            "mode": self.mode,
+            "prompt_id": self.prompt.id,
+            "category": self.prompt.category,
+            "prompt_tokens": len(self.prompt.ids),
+        }
 
 
-def _meta(setup: _Setup, label: str, gamma: int, mode: str, prompt: _Prompt) -> dict[str, Any]:
-    return {
-        "model": setup.model_name,
-        "drafter": label,
-        "gamma": gamma,
-        "mode": mode,
-        "prompt_id": prompt.id,
-        "category": prompt.category,
-        "prompt_tokens": len(prompt.ids),
-    }
+class _GridRun:
+    """Runs or loads cells; owns the session drafters and the computed/cached counters."""
 
+    def __init__(self, setup: _Setup) -> None:
+        self.setup = setup
+        self.sessions = _Sessions()
+        self.counts = {"computed": 0, "cached": 0}
+        self._warm = False
 
-def _baseline_cell(setup, mode, prompt, counts, warm) -> dict[str, Any]:
-    path = setup.path(drafter=BASELINE, mode=mode, prompt=_digest(list(prompt.ids)))
-    rec = _read(path)
-    if rec is not None:
-        counts["cached"] += 1
-        return rec | {"cached": True}
-    _warm_up(setup, prompt, warm)
-    res = autoregressive_generate(setup.target, list(prompt.ids), **setup.gen_kwargs(mode, prompt))
-    rec = _meta(setup, BASELINE, 0, mode, prompt) | _cell_metrics(res, 0, 0.0)
-    rec |= {"seed": res.seed, "tokens": res.new_tokens, "drafter_name": BASELINE}
-    _write(path, rec)
-    counts["computed"] += 1
-    return rec | {"cached": False}
+    def _warm_up(self, prompt: _Prompt) -> None:
+        """One short untimed generation so the first timed cell doesn't pay for lazy init."""
+        if not self._warm:
+            autoregressive_generate(self.setup.target, list(prompt.ids), max_new_tokens=4)
+            self._warm = True
 
+    def _load(self, path: Path) -> dict | None:
+        rec = _read(path)
+        self.counts["cached" if rec is not None else "computed"] += 1
+        return rec
 
-def _spec_cell(
-    setup, label, spec, gamma, mode, prompt, hist, base, sessions, skey, counts, warm
-) -> dict[str, Any]:
-    path = setup.path(
-        drafter=label, gamma=gamma, mode=mode, prompt=_digest(list(prompt.ids)), history=hist
-    )
-    rec = _read(path)
-    full_of = lambda r: list(prompt.ids) + list(r["tokens"])  # noqa: E731
-    if rec is not None:
-        counts["cached"] += 1
-        if isinstance(spec, Session):
-            sessions.replay(skey, full_of(rec))
-        return _compare(rec, base) | {"cached": True}
-    _warm_up(setup, prompt, warm)
-    drafter = _Timed(_make_drafter(spec, skey, sessions))
-    res = speculative_generate(
-        setup.target,
-        drafter,
-        list(prompt.ids),
-        gamma=gamma,
-        trace=False,
-        **setup.gen_kwargs(mode, prompt),
-    )
-    rec = _meta(setup, label, gamma, mode, prompt) | _cell_metrics(res, gamma, drafter.draft_time)
-    name = getattr(drafter, "name", type(drafter._inner).__name__)
-    rec |= {"seed": res.seed, "tokens": res.new_tokens, "drafter_name": name}
-    if hasattr(drafter._inner, "end"):
-        drafter._inner.end(list(prompt.ids) + res.new_tokens)
-    _write(path, rec)
-    counts["computed"] += 1
-    return _compare(rec, base) | {"cached": False}
+    def baseline(self, mode: str, prompt: _Prompt) -> dict[str, Any]:
+        s = self.setup
+        path = s.path(drafter=BASELINE, mode=mode, prompt=_digest(list(prompt.ids)))
+        rec = self._load(path)
+        if rec is not None:
+            return rec | {"cached": True}
+        self._warm_up(prompt)
+        res = autoregressive_generate(s.target, list(prompt.ids), **s.gen_kwargs(mode, prompt))
+        cell = _Cell(BASELINE, None, 0, mode, prompt, "")
+        rec = cell.meta(s.model_name) | _cell_metrics(res, 0, 0.0)
+        rec |= {"seed": res.seed, "tokens": res.new_tokens, "drafter_name": BASELINE}
+        rec |= _provenance()
+        _write(path, rec)
+        return rec | {"cached": False}
+
+    def speculative(self, cell: _Cell, base: dict[str, Any]) -> dict[str, Any]:
+        s, ids = self.setup, list(cell.prompt.ids)
+        path = s.path(
+            drafter=cell.label,
+            gamma=cell.gamma,
+            mode=cell.mode,
+            prompt=_digest(ids),
+            history=cell.history,
+        )
+        rec = self._load(path)
+        if rec is not None:
+            if isinstance(cell.spec, Session):  # the live session must see it too
+                self.sessions.replay(cell.session_key, ids + list(rec["tokens"]))
+            return _compare(rec, base) | {"cached": True}
+        self._warm_up(cell.prompt)
+        drafter = _Timed(_make_drafter(cell.spec, cell.session_key, self.sessions))
+        res = speculative_generate(
+            s.target,
+            drafter,
+            ids,
+            gamma=cell.gamma,
+            trace=False,
+            **s.gen_kwargs(cell.mode, cell.prompt),
+        )
+        rec = cell.meta(s.model_name) | _cell_metrics(res, cell.gamma, drafter.draft_time)
+        name = getattr(drafter, "name", type(drafter._inner).__name__)
+        rec |= {"seed": res.seed, "tokens": res.new_tokens, "drafter_name": name}
+        rec |= _provenance()
+        if hasattr(drafter._inner, "end"):  # session memory: the final committed tokens
+            drafter._inner.end(ids + res.new_tokens)
+        _write(path, rec)
+        return _compare(rec, base) | {"cached": False}
 
 
 def _compare(rec: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ bookkeeping.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -97,11 +98,16 @@ class _RMSNorm(nn.Module):
 def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotary embedding (half-split layout). x: [B, h, T, d], pos: [T]."""
     d = x.shape[-1]
-    inv = theta ** (-torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)  # [d/2]
+    inv = _inv_freq(d, theta).to(x.device)  # [d/2]
     ang = pos.to(torch.float32)[:, None] * inv[None, :]  # [T, d/2]
-    cos, sin = ang.cos().repeat(1, 2), ang.sin().repeat(1, 2)  # [T, d]
+    cos, sin = ang.cos(), ang.sin()
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]
-    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+@functools.lru_cache(maxsize=8)
+def _inv_freq(d: int, theta: float) -> torch.Tensor:
+    return theta ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
 
 
 class EagleHead(nn.Module):
@@ -226,6 +232,16 @@ class HeadDrafter:
         final_norm: the target's final norm, applied to the head's output.
         lm_head_weight: the target's LM head matrix [V, H] (tied to the embedding in SmolLM2).
         vocab_ids: draft vocabulary subset (ids into V), or None for the full vocabulary.
+        lookup: optional deterministic drafter (e.g. ``PromptLookupDrafter(min_ngram=2)`` or a
+            ``SuffixDrafter``) asked first; when it proposes anything its draft is used as is
+            (point masses), otherwise the head drafts. Copying wins on repeated text, the head
+            elsewhere (cf. Arctic Inference's suffix + speculator hybrid). The choice depends
+            on the context only, so verification stays exact.
+        min_confidence: stop drafting when the head's own top probability (softmax over the
+            draft vocabulary, T=1) falls below this. On a CPU a 5-token verification costs
+            ~1.5 single-token steps, so drafting tokens that will be rejected is a net loss.
+            The decision is taken before a token is drawn and depends on the drafted prefix
+            only, so verification stays exact.
     """
 
     wants_target_hidden = True
@@ -238,21 +254,33 @@ class HeadDrafter:
         lm_head_weight: torch.Tensor,
         vocab_ids: torch.Tensor | None = None,
         *,
+        lookup: Any = None,
+        min_confidence: float = 0.0,
         name: str = "eagle_head",
     ) -> None:
-        self.head = head.eval()
+        self.min_confidence = min_confidence
+        self.device = lm_head_weight.device
+        self.head = head.to(self.device).eval()
+        self.lookup = lookup
         self.embed = embed
         self.final_norm = final_norm
         self.vocab_size = int(lm_head_weight.shape[0])
         self.vocab_ids = vocab_ids
         self.lm_head_weight = w = lm_head_weight.detach()  # [V, H], shared with the target
         self._w = w[vocab_ids].contiguous() if vocab_ids is not None else w  # [V', H]
-        self.name = name
+        self.name = name if lookup is None else f"{name}+{getattr(lookup, 'name', 'lookup')}"
         self.params = SamplingParams()
         self.reset()
 
     @classmethod
-    def from_pretrained(cls, target: Any, path: str | Path | None = None) -> HeadDrafter:
+    def from_pretrained(
+        cls,
+        target: Any,
+        path: str | Path | None = None,
+        *,
+        lookup: Any = None,
+        min_confidence: float = 0.0,
+    ) -> HeadDrafter:
         """The head at ``path`` (default: the shipped SmolLM2-135M head) on ``target``."""
         head, vocab, meta = load_head(path or default_head_path())
         H = target.config.hidden_size
@@ -266,7 +294,11 @@ class HeadDrafter:
             raise ValueError(f"head was trained for vocab {trained_v}, target has {lm.shape[0]}")
         decoder = target.get_decoder() if hasattr(target, "get_decoder") else target.model
         name = f"eagle_head({Path(path).name if path else 'smollm2-135m'})"
-        return cls(head, target.get_input_embeddings(), decoder.norm, lm, vocab, name=name)
+        emb = target.get_input_embeddings()
+        return cls(
+            head, emb, decoder.norm, lm, vocab, lookup=lookup, min_confidence=min_confidence,
+            name=name,
+        )  # fmt: skip
 
     # -- per-generation state -----------------------------------------------------------
     def reset(self) -> None:
@@ -280,11 +312,18 @@ class HeadDrafter:
     def start(self, prompt: torch.Tensor, params: SamplingParams) -> None:
         self.params = params
         self.reset()
+        if hasattr(self.lookup, "start"):
+            self.lookup.start(prompt, params)
+
+    def end(self, context: Any) -> None:
+        """End of a generation (see :func:`specviz.analysis.run_grid`): tell the lookup."""
+        if hasattr(self.lookup, "end"):
+            self.lookup.end(context)
 
     def observe_target(self, tokens: torch.Tensor, hidden: torch.Tensor) -> None:
         """The target's final normed features of the tokens it kept, in order."""
         self._tokens.extend(tokens.tolist())
-        self._feats.extend(hidden.detach().float().cpu().unbind(0))
+        self._feats.extend(hidden.detach().float().to(self.device).unbind(0))
 
     def feedback(self, num_accepted: int) -> None:
         pass
@@ -306,23 +345,32 @@ class HeadDrafter:
             self._last_out = self._feed(feats, torch.tensor(ctx[1 + new.start : 1 + last]))[-1:]
         self._true_slots = last
         out = self._last_out  # [1, H]
+        if self.lookup is not None:
+            copied = self.lookup.propose(context, k, generator)
+            if copied.tokens.numel():
+                return Draft(copied.tokens, None)
         tokens, qs = [], []
         for i in range(k):
             feat = self.final_norm(out[-1])  # [H] predicted feature of the next token
+            if self.min_confidence and not self._confident(feat):
+                break
             tok, q = self._pick(feat, generator)
             tokens.append(tok)
             qs.append(q)
             if i + 1 < k:
                 out = self._feed(feat[None], torch.tensor([tok]))
-        ids = torch.tensor(tokens, dtype=torch.long)
-        return Draft(ids, None if self.params.is_greedy else torch.stack(qs))
+        ids = torch.tensor(tokens, dtype=torch.long)  # the engine wants draft tokens on the CPU
+        return Draft(ids, None if self.params.is_greedy or not qs else torch.stack(qs))
+
+    def _confident(self, feat: torch.Tensor) -> bool:
+        return float(torch.softmax(self._w @ feat, dim=-1).max()) >= self.min_confidence
 
     def _feed(self, feats: torch.Tensor, toks: torch.Tensor) -> torch.Tensor:
         """Append slots ([n, H] features, [n] tokens) to the head cache; return [n, H] outputs."""
         S = 0 if self._k is None else self._k.shape[2]
-        pos = torch.arange(S, S + toks.numel())
+        pos = torch.arange(S, S + toks.numel(), device=self.device)
         past = None if self._k is None else (self._k, self._v)
-        embs = self.embed(toks.to(torch.long))  # [n, H]
+        embs = self.embed(toks.to(self.device, torch.long))  # [n, H]
         out, k, v = self.head(feats[None].float(), embs[None].float(), pos, past)
         self._k = k if self._k is None else torch.cat([self._k, k], dim=2)
         self._v = v if self._v is None else torch.cat([self._v, v], dim=2)
@@ -332,12 +380,19 @@ class HeadDrafter:
         if self._k is not None:
             self._k, self._v = self._k[:, :, :slots], self._v[:, :, :slots]
 
-    def _pick(self, feat: torch.Tensor, generator: torch.Generator) -> tuple[int, torch.Tensor]:
-        """One drafted token and the law it was drawn from ([V], zero off the draft vocab)."""
+    def _pick(
+        self, feat: torch.Tensor, generator: torch.Generator
+    ) -> tuple[int, torch.Tensor | None]:
+        """One drafted token and the law it was drawn from ([V], zero off the draft vocab;
+        None when greedy, where the verifier only compares argmaxes)."""
         logits = self._w @ feat  # [V']
+        if self.params.is_greedy:
+            j = int(logits.argmax())
+            return (j if self.vocab_ids is None else int(self.vocab_ids[j])), None
         probs = logits_to_probs(logits, self.params)  # [V'] what is sampled from
-        j = int(probs.argmax()) if self.params.is_greedy else int(sample(probs, generator))
+        j = int(sample(probs, generator))
         if self.vocab_ids is None:
             return j, probs
-        q = torch.zeros(self.vocab_size, dtype=probs.dtype).index_copy_(0, self.vocab_ids, probs)
+        q = torch.zeros(self.vocab_size, dtype=probs.dtype, device=probs.device)
+        q.index_copy_(0, self.vocab_ids.to(probs.device), probs)
         return int(self.vocab_ids[j]), q

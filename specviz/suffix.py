@@ -17,8 +17,10 @@ and each node counts how often its substring occurred. Costs, with D = ``max_dep
 * a k-token proposal: O(k * branching) to pick the most frequent child at each step;
 * memory: at most D new nodes per token (fewer when text repeats); ``max_nodes`` caps it.
   Past the cap the oldest documents are evicted first (their counts are subtracted, emptied
-  nodes are freed), so the memory is a FIFO window over the session. About 150-250 bytes per
-  node in CPython.
+  nodes are freed), so the memory is a FIFO window over the session. Measured: ~275 bytes per
+  node in CPython, so the default cap (400k nodes, D=16) is ~110 MB, or ~27k tokens of text
+  that never repeats (repeated text costs less). The cap is checked after each token, so it
+  can be exceeded by at most D nodes.
 
 A suffix automaton would use O(n) memory without a depth bound, but keeping *continuation
 counts* up to date online needs suffix-link propagation on every insert; the bounded trie
@@ -77,7 +79,7 @@ class SuffixStats:
 class SuffixTrie:
     """Occurrence counts of every substring (length <= ``max_depth``) of many documents."""
 
-    def __init__(self, max_depth: int = 24, max_nodes: int = 500_000) -> None:
+    def __init__(self, max_depth: int = 16, max_nodes: int = 400_000) -> None:
         if max_depth < 2:
             raise ValueError(f"max_depth must be >= 2, got {max_depth}")
         if max_nodes < 1:
@@ -200,11 +202,11 @@ class SuffixDrafter:
     def __init__(
         self,
         *,
-        max_depth: int = 24,
+        max_depth: int = 16,
         min_match: int = 1,
         max_match: int | None = None,
         min_count: int = 1,
-        max_nodes: int = 500_000,
+        max_nodes: int = 400_000,
         sample: bool = False,
         vocab_size: int | None = None,
     ) -> None:

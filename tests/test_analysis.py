@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
+import torch
 
 import specviz as sv
 from specviz.analysis import run_grid, session, summarize
@@ -18,6 +18,15 @@ from specviz.suffix import SuffixDrafter
 TARGET, DRAFT = sv.toy_pair(5, 2, seed=0)
 PROMPTS = [[0, 1, 2], [1, 2, 3, 1, 2], [4, 4, 4, 0], [2, 0, 1]]
 GAMMAS = (2, 3)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # On shared cores two intra-op threads can be 10x slower than one; timings stay comparable.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 class Counting:
@@ -108,15 +117,14 @@ def test_summarize_pools_ratios_per_drafter_and_category(tmp_path):
 
 def test_every_drafter_is_greedy_identical_on_smollm2(smollm2, tmp_path):
     model, tok = smollm2
+    head = HeadDrafter.from_pretrained(model)
     drafters = {
         "prompt_lookup": PromptLookupDrafter,
         "suffix": session(SuffixDrafter),
         "early_exit": lambda: EarlyExitDrafter(model, 4),
+        "eagle_head": head,
         "self": model,  # a model spec: a fresh ModelDrafter per generation
     }
-    heads = Path(__file__).resolve().parent.parent / "data" / "heads"
-    if heads.is_dir() and any(heads.iterdir()):  # trained weights not shipped yet otherwise
-        drafters["eagle_head"] = HeadDrafter.from_pretrained(model)
     prompts = load_prompts(
         split="heldout", categories=["structured", "translation"], per_category=1
     )
@@ -143,5 +151,12 @@ def test_results_table_formats_a_grid(tmp_path):
     summary = rt.summary_table(df.assign(model="toy"))
     md = rt.markdown(summary, rt.parse([]), "python scripts/results_table.py", (1.0, 2.0))
     assert "## toy (greedy)" in md and "| drafter | structured | chat writing | all |" in md
-    assert md.count("| model |") == 2 and md.count("| suffix |") == 2
+    assert md.count("| model |") == 3 and md.count("| suffix |") == 3  # MAL, speedup, point
+    assert "| drafter | copy-heavy | open | ratio |" in md
     assert "Greedy outputs identical to the baseline: 100%" in md
+    assert "| all | greedy identical |" in md and md.count(" 2/2 |") == 2  # one per drafter
+    rt.check_greedy_identity(df.assign(model="toy"))  # all identical: passes
+    bad = df.assign(model="toy")
+    bad.loc[1, "greedy_identical"] = False  # one differing cell must stop the table
+    with pytest.raises(SystemExit, match="greedy identity FAILED in 1 of 4 cells"):
+        rt.check_greedy_identity(bad)

@@ -55,6 +55,7 @@ from tqdm.auto import tqdm
 
 from . import stats
 from .audit_client import AuditError, Completion, Endpoint, complete, preflight, stream
+from .consistency import sequence_tests
 
 __all__ = ["AuditConfig", "AuditReport", "AuditError", "Endpoint", "audit", "run_audit"]
 
@@ -554,42 +555,22 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
                 )
             )
 
-        for pos in range(cfg.max_tokens):
-            xa = [s[pos] for s in seq["a"] if len(s) > pos]
-            xb = [s[pos] for s in seq["b"] if len(s) > pos]
-            if not xa or not xb:
-                continue
-            labels, ca, cb = stats.counts_from_samples(xa, xb)
-            if len(labels) > 1:
-                add(f"token@{pos}", stats.homogeneity(ca, cb))
-            est = stats.estimate_tv(ca, cb, n_boot=cfg.n_boot, rng=rng)
-            tv_rows.append(
-                dict(prompt=pi, position=pos, estimate=est.estimate, low=est.low, high=est.high)
-            )
-            if pos == 0:
-                mdts.append(
-                    stats.min_detectable_tv(
-                        ca / ca.sum(), len(xa), alpha=cfg.alpha, two_sample=True
-                    )
-                )
-                if pi == 0:
-                    first = (labels, ca, cb)
-        if cfg.max_tokens >= 2:
-            labels, ca, cb = stats.counts_from_samples(
-                [s[:2] for s in seq["a"]], [s[:2] for s in seq["b"]], max_bins=200
-            )
-            if len(labels) > 1:
-                add("bigram@0", stats.homogeneity(ca, cb))
-        labels, ca, cb = stats.counts_from_samples(seq["a"], seq["b"], max_bins=200)
-        if len(labels) > 1:
-            add("continuation", stats.homogeneity(ca, cb))
-        lp = {arm: np.array([sum(r["logprobs"]) for r in recs]) for arm, recs in arms.items()}
-        if cfg.outcome == "tokens" and np.ptp(np.concatenate([lp["a"], lp["b"]])) > 0:
-            add("logprob KS", stats.ks_2sample(lp["a"], lp["b"]))
-            add("logprob AD", stats.anderson_darling_2sample(lp["a"], lp["b"]))
-        lens = {arm: [len(s) for s in ss] for arm, ss in seq.items()}
-        if len(set(lens["a"]) | set(lens["b"])) > 1:
-            add("length KS", stats.ks_2sample(lens["a"], lens["b"]))
+        lp = {arm: [sum(r["logprobs"]) for r in recs] for arm, recs in arms.items()}
+        seq_tests = sequence_tests(
+            seq["a"],
+            seq["b"],
+            cfg.max_tokens,
+            alpha=cfg.alpha,
+            rng=rng,
+            n_boot=cfg.n_boot,
+            logprobs=(lp["a"], lp["b"]) if cfg.outcome == "tokens" else None,
+        )
+        for name, res in seq_tests.results:
+            add(name, res)
+        tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
+        mdts.append(seq_tests.min_detectable_tv)
+        if pi == 0:
+            first = seq_tests.first_counts
 
     tests = pd.DataFrame(rows)
     if tests.empty:

@@ -36,7 +36,14 @@ from . import stats
 from .batch import BatchResult, autoregressive_generate_batch, speculative_generate_batch
 from .engine import autoregressive_generate, speculative_generate
 
-__all__ = ["ConsistencyReport", "GreedyReport", "consistency_check", "greedy_check"]
+__all__ = [
+    "ConsistencyReport",
+    "GreedyReport",
+    "SequenceTests",
+    "consistency_check",
+    "greedy_check",
+    "sequence_tests",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +155,72 @@ def _logprob(probs: list[list[float]]) -> np.ndarray:
     return np.array([float(np.sum(np.log(np.maximum(p, 1e-300)))) for p in probs])
 
 
+@dataclass(frozen=True, eq=False)
+class SequenceTests:
+    """Two-sample tests of two sets of token sequences (see :func:`sequence_tests`)."""
+
+    results: list[tuple[str, Any]]  # (test name, stats result with statistic/pvalue/method)
+    tv: list[dict[str, float]]  # per position: position, estimate, low, high
+    first_counts: tuple  # (labels, counts of a, counts of b) of the first token
+    min_detectable_tv: float  # first-token TV found with 90% power (pooled law as the null)
+
+
+def sequence_tests(
+    a: Sequence[Sequence[int]],
+    b: Sequence[Sequence[int]],
+    max_positions: int,
+    *,
+    alpha: float = 0.01,
+    rng: np.random.Generator | None = None,
+    n_boot: int = 500,
+    logprobs: tuple[Any, Any] | None = None,
+) -> SequenceTests:
+    """The tests that fit token sequences from two samplers (speculative vs standard, or two
+    configurations of a server): homogeneity of the token at each position, of the first
+    bigram and of whole continuations (tail bins), TV per position with bootstrap intervals,
+    KS/AD on sequence log-probabilities when given, and KS on lengths when they vary."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    results: list[tuple[str, Any]] = []
+    tv: list[dict[str, float]] = []
+    first: tuple = ((), np.zeros(0), np.zeros(0))
+    mdt = math.nan
+    for pos in range(max_positions):
+        xa = [s[pos] for s in a if len(s) > pos]
+        xb = [s[pos] for s in b if len(s) > pos]
+        if not xa or not xb:
+            continue
+        labels, ca, cb = stats.counts_from_samples(xa, xb)
+        if len(labels) > 1:
+            results.append((f"token@{pos}", stats.homogeneity(ca, cb)))
+        est = stats.estimate_tv(ca, cb, n_boot=n_boot, rng=rng)
+        tv.append(dict(position=pos, estimate=est.estimate, low=est.low, high=est.high))
+        if pos == 0:
+            first = (labels, ca, cb)
+            pooled = (ca + cb) / (ca.sum() + cb.sum())
+            n = min(len(xa), len(xb))
+            mdt = stats.min_detectable_tv(pooled, n, alpha=alpha, two_sample=True)
+    if max_positions >= 2:
+        labels, ca, cb = stats.counts_from_samples(
+            [tuple(s[:2]) for s in a], [tuple(s[:2]) for s in b], max_bins=200
+        )
+        if len(labels) > 1:
+            results.append(("bigram@0", stats.homogeneity(ca, cb)))
+    labels, ca, cb = stats.counts_from_samples(
+        [tuple(s) for s in a], [tuple(s) for s in b], max_bins=200
+    )
+    if len(labels) > 1:
+        results.append(("continuation", stats.homogeneity(ca, cb)))
+    if logprobs is not None:
+        la, lb = (np.asarray(x, dtype=float) for x in logprobs)
+        if np.ptp(np.concatenate([la, lb])) > 0:
+            results.append(("logprob KS", stats.ks_2sample(la, lb)))
+            results.append(("logprob AD", stats.anderson_darling_2sample(la, lb)))
+    lengths_a, lengths_b = [len(s) for s in a], [len(s) for s in b]
+    if len(set(lengths_a) | set(lengths_b)) > 1:
+        results.append(("length KS", stats.ks_2sample(lengths_a, lengths_b)))
+    return SequenceTests(results, tv, first, mdt)
+
+
 def consistency_check(
     target: Any,
     draft: Any,
@@ -223,40 +296,20 @@ def consistency_check(
                 )
             )
 
-        for pos in range(max_new_tokens):
-            a = [s[pos] for s in spec if len(s) > pos]
-            b = [s[pos] for s in std if len(s) > pos]
-            if not a or not b:
-                continue
-            labels, ca, cb = stats.counts_from_samples(a, b)
-            if len(labels) > 1:
-                add(f"token@{pos}", stats.homogeneity(ca, cb))
-            est = stats.estimate_tv(ca, cb, n_boot=n_boot, rng=rng)
-            tv_rows.append(
-                dict(prompt=pi, position=pos, estimate=est.estimate, low=est.low, high=est.high)
-            )
-            if pi == 0 and pos == 0:
-                first_counts = (labels, ca, cb)
-                mdt = stats.min_detectable_tv(cb / cb.sum(), len(b), alpha=alpha, two_sample=True)
-        if max_new_tokens >= 2:
-            labels, ca, cb = stats.counts_from_samples(
-                [tuple(s[:2]) for s in spec], [tuple(s[:2]) for s in std], max_bins=200
-            )
-            if len(labels) > 1:
-                add("bigram@0", stats.homogeneity(ca, cb))
-        labels, ca, cb = stats.counts_from_samples(
-            [tuple(s) for s in spec], [tuple(s) for s in std], max_bins=200
+        seq_tests = sequence_tests(
+            spec,
+            std,
+            max_new_tokens,
+            alpha=alpha,
+            rng=rng,
+            n_boot=n_boot,
+            logprobs=(_logprob(spec_p), _logprob(std_p)),
         )
-        if len(labels) > 1:
-            add("continuation", stats.homogeneity(ca, cb))
-        lp_spec, lp_std = _logprob(spec_p), _logprob(std_p)
-        add("logprob KS", stats.ks_2sample(lp_spec, lp_std))
-        add("logprob AD", stats.anderson_darling_2sample(lp_spec, lp_std))
-        if eos_token_id is not None:
-            add(
-                "length KS",
-                stats.ks_2sample([len(s) for s in spec], [len(s) for s in std]),
-            )
+        for name, res in seq_tests.results:
+            add(name, res)
+        tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
+        if pi == 0:
+            first_counts, mdt = seq_tests.first_counts, seq_tests.min_detectable_tv
         # Randomized PIT of every speculative token against the target's recorded law.
         p = np.concatenate([np.asarray(x) for x in spec_p])
         above = np.concatenate([np.asarray(x) for x in spec_above])

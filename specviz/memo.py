@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from .toy import ToyRunner
+
 __all__ = ["MemoLM", "memo_pair"]
 
 
@@ -62,31 +64,8 @@ class MemoLM:
             self.memo[key] = hit
         return hit
 
-    def make_runner(self) -> _MemoRunner:
-        return _MemoRunner(self)
-
-
-class _MemoRunner:
-    def __init__(self, lm: MemoLM) -> None:
-        self.lm = lm
-        self.device = lm.device
-        self.tokens: list[int] = []
-
-    @property
-    def length(self) -> int:
-        return len(self.tokens)
-
-    def reset(self) -> None:
-        self.tokens = []
-
-    def extend(self, tokens: torch.Tensor, num_logits: int) -> torch.Tensor:
-        self.tokens.extend(int(t) for t in tokens.tolist())
-        n = len(self.tokens)
-        ends = range(n - num_logits + 1, n + 1)
-        return torch.stack([self.lm.next_logits(self.tokens[:end]) for end in ends])
-
-    def crop(self, length: int) -> None:
-        del self.tokens[length:]
+    def make_runner(self) -> ToyRunner:
+        return ToyRunner(self)
 
 
 def memo_pair(model: Any, sigma: float = 1.0, seed: int = 0) -> tuple[MemoLM, MemoLM]:

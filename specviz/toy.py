@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -70,9 +71,10 @@ class ToyLM:
 
 
 class ToyRunner:
-    """Runner for :class:`ToyLM`; its 'cache' is simply the token list."""
+    """Runner for :class:`ToyLM` -- or any model with ``next_logits(prefix)`` and
+    ``vocab_size`` (e.g. :class:`specviz.memo.MemoLM`); its 'cache' is the token list."""
 
-    def __init__(self, model: ToyLM) -> None:
+    def __init__(self, model: Any) -> None:
         self.model = model
         self.device = model.device
         self.tokens: list[int] = []
@@ -90,8 +92,8 @@ class ToyRunner:
             raise ValueError(f"token id out of the toy vocabulary [0, {self.model.vocab_size})")
         self.tokens.extend(new)
         n = len(self.tokens)
-        rows = [self.model._row(self.tokens[:end]) for end in range(n - num_logits + 1, n + 1)]
-        return self.model.table[rows]  # [num_logits, V]
+        ends = range(n - num_logits + 1, n + 1)
+        return torch.stack([self.model.next_logits(self.tokens[:end]) for end in ends])
 
     def crop(self, length: int) -> None:
         if length > len(self.tokens):

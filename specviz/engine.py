@@ -24,7 +24,7 @@ from .drafters import Draft, as_drafter
 from .lm import as_runner, vocab_size_of
 from .sampling import SamplingParams, check_logits, logits_to_probs, sample
 from .trace import DraftPosition, Step, Trace, TraceSummary
-from .verify import Verdict, get_verifier
+from .verify import VERIFIERS, Verdict, get_verifier
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate"]
 
@@ -168,9 +168,11 @@ def autoregressive_generate(
     while len(new) < max_new_tokens:
         t0 = time.perf_counter()
         logits = runner.extend(pending, 1)[-1]  # [V]
-        check_logits(logits, "target")
-        probs = logits_to_probs(logits, params)
-        tok = int(probs.argmax()) if params.is_greedy else int(sample(probs, gen))
+        _check_target_logits(logits)
+        if params.is_greedy:  # argmax of the logits = argmax of their one-hot "probabilities"
+            tok = int(logits.argmax())
+        else:
+            tok = int(sample(logits_to_probs(logits, params), gen))
         t1 = time.perf_counter()
         new.append(tok)
         times.append(t1 - t_start)
@@ -208,7 +210,7 @@ def speculative_generate(
     draft: Any,
     input_ids: Any,
     *,
-    gamma: int = 4,
+    gamma: int | Any = 4,
     max_new_tokens: int,
     do_sample: bool = False,
     temperature: float = 1.0,
@@ -223,15 +225,26 @@ def speculative_generate(
 
     ``verifier="lossless"`` keeps the target's output law exactly (greedy matching when
     ``do_sample=False``); the other names are the deliberately broken rules of
-    :data:`specviz.verify.VERIFIERS`.
+    :data:`specviz.verify.VERIFIERS` (and ``"synthetic"``, the lossy benchmark-only rule of
+    :mod:`specviz.synthetic`).
+
+    ``gamma`` is a fixed number of drafts per target call, or a policy object from
+    :mod:`specviz.policies` (``next_gamma()`` before each call, 0 meaning a plain decoding
+    step; ``update(...)`` after it). Policies choose how many tokens are drafted, never how
+    they are verified, so the output law is unchanged.
     """
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    _check_count("gamma", gamma, 1)
+    policy = _live_policy(gamma)
     _check_count("max_new_tokens", max_new_tokens, 0)
     prompt = _prompt_tensor(input_ids)
     eos = _eos_set(eos_token_id)
     spec = get_verifier(verifier, greedy=params.is_greedy)
     drafter = as_drafter(draft, mode=spec.draft_mode)
+    if policy is not None:
+        if hasattr(policy, "start"):
+            policy.start()
+        if hasattr(policy, "wrap_drafter"):  # e.g. stop drafting on low draft confidence
+            drafter = policy.wrap_drafter(drafter)
     runner = as_runner(target)
     device = runner.device
     gen, seed = _generator(seed, device)
@@ -240,6 +253,9 @@ def speculative_generate(
         drafter.start(prompt, params)
     # Feature-level drafters (EAGLE-style) read the target's final hidden states.
     wants_hidden = bool(getattr(drafter, "wants_target_hidden", False))
+    # Greedy matching reads only the argmax of p_target, which is the argmax of the logits:
+    # untraced greedy runs skip building the one-hot [k+1, V] "probabilities".
+    logits_suffice = spec is VERIFIERS["greedy"] and not trace
 
     context = prompt.clone()  # [T] on CPU: prompt + everything committed so far
     new: list[int] = []
@@ -251,7 +267,8 @@ def speculative_generate(
     done = False
     while len(new) < max_new_tokens and not done:
         room = max_new_tokens - len(new)
-        k = min(gamma, room - 1)  # the step's own target token fills the last slot
+        want = gamma if policy is None else _check_count("policy gamma", policy.next_gamma(), 0)
+        k = min(want, room - 1)  # the step's own target token fills the last slot
         t0 = time.perf_counter()
         d = drafter.propose(context, k, gen) if k > 0 else Draft(torch.empty(0, dtype=torch.long))
         k = d.tokens.numel()
@@ -264,8 +281,8 @@ def speculative_generate(
             logits, hidden = runner.extend(fed, k + 1, return_hidden=True)  # [k+1,V], [m,H]
         else:
             logits = runner.extend(fed, k + 1)  # [k+1, V]
-        check_logits(logits, "target")
-        p_target = logits_to_probs(logits, params)  # [k+1, V]
+        _check_target_logits(logits)
+        p_target = logits if logits_suffice else logits_to_probs(logits, params)  # [k+1, V]
         q_draft = d.q_draft
         if q_draft is not None:
             q_draft = q_draft.to(device)
@@ -312,13 +329,16 @@ def speculative_generate(
         times.extend([t2 - t_start] * len(committed))
         accepted_counts.append(n)
         drafted_counts.append(k)
+        if policy is not None:
+            policy.update(k, n, t1 - t0, t2 - t1)
 
     total = time.perf_counter() - t_start
     tr = None
     if trace:
         meta = {
             "kind": "speculative",
-            "gamma": gamma,
+            "gamma": gamma if policy is None else getattr(policy, "max_gamma", None),
+            "gamma_policy": None if policy is None else getattr(policy, "name", repr(policy)),
             "params": params.__dict__,
             "verifier": spec.name,
             "drafter": getattr(drafter, "name", type(drafter).__name__),
@@ -337,6 +357,27 @@ def speculative_generate(
         tuple(times),
         total,
         seed,
+    )
+
+
+def _check_target_logits(logits: torch.Tensor) -> None:
+    """check_logits at the cost of one reduction: any NaN/inf makes the sum non-finite; only
+    then is the elementwise check run (it names the first bad entry, or passes if the sum
+    merely overflowed)."""
+    if not bool(torch.isfinite(logits.sum())):
+        check_logits(logits, "target")
+
+
+def _live_policy(gamma: Any) -> Any:
+    """None for a plain int gamma (checked); the policy object otherwise."""
+    if isinstance(gamma, int) and not isinstance(gamma, bool):
+        _check_count("gamma", gamma, 1)
+        return None
+    if hasattr(gamma, "next_gamma") and hasattr(gamma, "update"):
+        return gamma
+    raise ValueError(
+        f"gamma must be an integer >= 1 or a policy with next_gamma()/update() "
+        f"(see specviz.policies), got {gamma!r}"
     )
 
 

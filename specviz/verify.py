@@ -247,9 +247,19 @@ VERIFIERS: dict[str, VerifierSpec] = {
 
 
 def get_verifier(verifier: str | VerifierSpec, *, greedy: bool) -> VerifierSpec:
-    """Resolve a verifier; with greedy decoding "lossless" means greedy matching."""
+    """Resolve a verifier; with greedy decoding "lossless" means greedy matching.
+
+    ``"synthetic"`` / ``"synthetic:<rate>"`` resolve to the LOSSY benchmark-only verifier of
+    :mod:`specviz.synthetic` (or pass ``synthetic_verifier(rate)`` itself).
+    """
     if isinstance(verifier, VerifierSpec):
         return verifier
+    if isinstance(verifier, str) and verifier.split(":", 1)[0] == "synthetic":
+        # LOSSY, benchmark-only (fixed acceptance probability); kept out of VERIFIERS so that
+        # nothing iterating the bug zoo picks it up by accident. Warns on every use.
+        from .synthetic import parse_synthetic
+
+        return parse_synthetic(verifier)
     if verifier not in VERIFIERS:
         raise ValueError(f"unknown verifier {verifier!r}; choose from {sorted(VERIFIERS)}")
     if greedy and verifier == "lossless":

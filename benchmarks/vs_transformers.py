@@ -1,0 +1,100 @@
+"""specviz vs transformers, greedy, same prompts, same pair, identical tokens asserted.
+
+    .venv/bin/python benchmarks/vs_transformers.py --pair smollm2 [--tokens 48 --prompts 3 --repeats 2]
+    .venv/bin/python benchmarks/vs_transformers.py --pair qwen --tokens 48 --prompts 2
+
+Four systems run interleaved on each prompt (order rotated per prompt and repeat):
+transformers ``generate`` (plain), transformers assisted generation (the same draft model with
+``num_assistant_tokens=gamma``, constant schedule, no confidence stop; or
+``prompt_lookup_num_tokens=gamma`` for the n-gram pair), specviz plain, specviz speculative.
+Prints tokens/s (median over repeats) and the ratios the issue asks for:
+
+* specviz plain / transformers plain          (floor 1.0x)
+* specviz speculative / transformers assisted  (floor 1.3x)
+
+Also prints the bandwidth floor: weight bytes / measured memory bandwidth is the least time a
+decode step can take, so (floor tokens/s) says how close plain decoding gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from _bench import hf_generate, interleaved, load_pair, prompts, sv_plain, sv_spec
+
+from specviz.metrics import weights_bytes
+
+
+def bandwidth_gbs(mb: int = 512) -> float:
+    """Rough read bandwidth: time summing a buffer larger than the caches."""
+    x = torch.ones(mb * 2**20 // 4)
+    x.sum()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        x.sum()
+    return 3 * x.numel() * 4 / (time.perf_counter() - t0) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pair", default="smollm2", choices=["smollm2", "qwen"])
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--prompts", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--gamma", type=int, default=None)
+    args = ap.parse_args()
+    pair = load_pair(args.pair)
+    if args.gamma:
+        pair.gamma = args.gamma
+    ids = prompts(pair, args.prompts)
+    T = args.tokens
+    systems = {
+        "hf_plain": lambda x: hf_generate(pair, x, T, assisted=False),
+        "hf_assisted": lambda x: hf_generate(pair, x, T, assisted=True),
+        "sv_plain": lambda x: sv_plain(pair, x, T).new_tokens,
+        "sv_spec": lambda x: sv_spec(pair, x, T).new_tokens,
+        "sv_spec_notrace": lambda x: sv_spec(pair, x, T, trace=False).new_tokens,
+    }
+    # Warm-up (first calls pay one-off costs), short: 4 tokens per system.
+    hf_generate(pair, ids[0], 4, assisted=False)
+    hf_generate(pair, ids[0], 4, assisted=True)
+    sv_plain(pair, ids[0], 4)
+    sv_spec(pair, ids[0], 4)
+    tally = interleaved(systems, ids, args.repeats, reference="hf_plain")
+    tps = {k: tally.tps(k) for k in systems}
+    print(
+        f"pair: {pair.name}, gamma={pair.gamma}, {len(ids)} prompts x {T} tokens, greedy, "
+        f"{args.repeats} repeats, torch threads={torch.get_num_threads()}"
+    )
+    for k, v in tps.items():
+        print(f"  {k:<16} {v:6.2f} tok/s")
+    wb = weights_bytes(pair.target)
+    bw = bandwidth_gbs()
+    floor = bw * 1e9 / wb
+    print(
+        f"  bandwidth ~{bw:.1f} GB/s, target weights {wb / 1e9:.2f} GB -> "
+        f"plain-decoding ceiling ~{floor:.1f} tok/s"
+    )
+    print(
+        "ratios: geometric mean over (repeat, prompt) of same-cell tokens/s ratios "
+        "(identical tokens asserted for every system and prompt):"
+    )
+    r = tally.ratio
+    print(
+        f"  specviz plain / transformers plain         {r('sv_plain', 'hf_plain'):.2f}x  (floor 1.0x)"
+    )
+    print(
+        f"  specviz spec / transformers assisted       {r('sv_spec', 'hf_assisted'):.2f}x  (floor 1.3x)"
+    )
+    print(
+        f"  specviz spec (no trace) / hf assisted      {r('sv_spec_notrace', 'hf_assisted'):.2f}x"
+    )
+    print(f"  specviz spec / specviz plain               {r('sv_spec', 'sv_plain'):.2f}x")
+    print(f"  transformers assisted / transformers plain {r('hf_assisted', 'hf_plain'):.2f}x")
+    print(f"  specviz plain / bandwidth ceiling          {tps['sv_plain'] / floor:.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Leviathan et al.'s formulas against simulation on exact toy models (fixed seeds).
+
+Each simulation check is a z-test at |z| < 3.29 (two-sided false-positive rate 0.1%) on the
+mean tokens per target call; each has a negative control -- a wrong prediction that must be
+rejected (|z| > 5) with the same samples.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import specviz as sv
+from specviz import theory as th
+from specviz.policies import ConstantGamma, ReplayCost, TokenRecord, replay
+from specviz.toy import ToyLM
+
+Z_OK, Z_CONTROL = 3.29, 5.0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_closed_forms():
+    assert th.expected_tokens_per_call(1.0, 4) == 5.0
+    assert th.expected_tokens_per_call(0.0, 4) == 1.0
+    assert th.expected_tokens_per_call(0.5, 2) == pytest.approx(1.75)
+    assert th.expected_tokens_per_call_positional([0.7] * 5) == pytest.approx(
+        th.expected_tokens_per_call(0.7, 5)
+    )
+    law = th.accepted_count_law(0.6, 5)
+    assert sum(law) == pytest.approx(1.0)
+    assert sum(n * p for n, p in enumerate(law)) + 1 == pytest.approx(
+        th.expected_tokens_per_call(0.6, 5)
+    )
+    assert th.speedup(0.8, 4, 0.1) == pytest.approx(th.expected_tokens_per_call(0.8, 4) / 1.4)
+    # Speculation never pays when drafting costs as much as the target and nothing is accepted.
+    assert th.optimal_gamma(0.0, 0.5) == 0
+    assert th.optimal_gamma(0.99, 0.01) >= 10
+    # A verify pass that grows with gamma shortens the best gamma.
+    cost = th.VerifyCost((1, 2, 9), (1.0, 1.1, 3.0), context=64)
+    assert th.optimal_gamma(0.8, 0.05, verify_cost=cost) < th.optimal_gamma(0.8, 0.05)
+    assert cost.ratio(5) == pytest.approx((1.1 + 1.9 * 3 / 7) / 1.0)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_bad_rates_are_refused(bad):
+    with pytest.raises(ValueError, match="probability"):
+        th.expected_tokens_per_call(bad, 3)
+
+
+def _context_free_pair(seed=0, noise=1.0):
+    target = ToyLM.random(6, order=0, seed=seed)
+    return target, target.perturbed(noise, seed=seed + 7)
+
+
+def _z(samples: list[float], predicted: float) -> float:
+    n = len(samples)
+    mean = sum(samples) / n
+    var = sum((x - mean) ** 2 for x in samples) / (n - 1)
+    return (mean - predicted) / math.sqrt(var / n)
+
+
+def _tokens_per_call(target, draft, gamma, runs=300, seed=0):
+    """Emitted tokens of every step that was not cut short by max_new_tokens."""
+    g = torch.Generator().manual_seed(seed)
+    out: list[float] = []
+    for _ in range(runs):
+        r = sv.speculative_generate(
+            target, draft, [0], gamma=gamma, max_new_tokens=40, do_sample=True, seed=g
+        )
+        for s in r.trace.steps[:-1]:  # the last step may be truncated
+            out.append(len(s.emitted))
+    return out
+
+
+def test_iid_formula_matches_simulation():
+    target, draft = _context_free_pair()
+    p = target.next_probs([], sv.SamplingParams(True))
+    q = draft.next_probs([], sv.SamplingParams(True))
+    alpha = float(torch.minimum(p, q).sum())  # 1 - TV(p, q): exact per-token acceptance
+    samples = _tokens_per_call(target, draft, gamma=4)
+    assert abs(_z(samples, th.expected_tokens_per_call(alpha, 4))) < Z_OK
+    # Negative control: a prediction from an acceptance off by 0.1 is rejected.
+    assert abs(_z(samples, th.expected_tokens_per_call(alpha - 0.1, 4))) > Z_CONTROL
+
+
+class _PositionalDrafter:
+    """Context-free drafter whose law degrades with the position inside a step: q_i."""
+
+    name = "positional"
+
+    def __init__(self, qs: torch.Tensor) -> None:
+        self.qs = qs  # [gamma, V]
+
+    def propose(self, context, k, generator):
+        q = self.qs[:k]
+        toks = torch.multinomial(q, 1, generator=generator).view(-1)
+        return sv.Draft(toks, q.clone())
+
+    def feedback(self, num_accepted):
+        pass
+
+
+def test_positional_formula_matches_simulation_and_iid_does_not():
+    target = ToyLM.random(6, order=0, seed=3)
+    p = target.next_probs([], sv.SamplingParams(True))
+    g = torch.Generator().manual_seed(5)
+    # Good guesses first, poor ones later: beta ~ (0.97, 0.9, 0.4, 0.25).
+    mix = [0.97, 0.9, 0.4, 0.25]
+    noise = torch.softmax(torch.randn(4, 6, generator=g) * 3, dim=-1)
+    qs = torch.stack([m * p + (1 - m) * noise[i] for i, m in enumerate(mix)])
+    betas = [float(torch.minimum(p, qs[i]).sum()) for i in range(4)]
+    samples = _tokens_per_call(target, _PositionalDrafter(qs), gamma=4, seed=1)
+    assert abs(_z(samples, th.expected_tokens_per_call_positional(betas))) < Z_OK
+    mean_beta = sum(betas) / 4  # what an i.i.d. model fitted to the mean would say
+    assert abs(_z(samples, th.expected_tokens_per_call(mean_beta, 4))) > Z_CONTROL
+
+
+def test_speedup_formula_matches_replayed_clock():
+    """With per-token Bernoulli(a) acceptance and a cost model (draft step c, target step 1),
+    the replayed wall time gives Leviathan's speedup."""
+    a, gamma, c = 0.75, 4, 0.1
+    record = TokenRecord(tuple([a] * 20_000), tuple([math.nan] * 20_000))
+    res = replay(ConstantGamma(gamma), record, ReplayCost(draft_step=c, target_step=1.0), seed=0)
+    predicted = th.speedup(a, gamma, c)
+    assert res.speedup == pytest.approx(predicted, rel=0.02)
+    assert res.tokens_per_call == pytest.approx(th.expected_tokens_per_call(a, gamma), rel=0.02)
+    # Negative control: the same clock is far from the speedup at the wrong acceptance.
+    assert abs(res.speedup - th.speedup(a - 0.15, gamma, c)) > 0.1
+
+
+def test_predicted_vs_measured_on_a_toy_run():
+    target, draft = _context_free_pair()
+    spec = sv.speculative_generate(
+        target, draft, [0], gamma=3, max_new_tokens=60, seed=0, do_sample=True
+    )
+    plain = sv.autoregressive_generate(target, [0], max_new_tokens=60, seed=0, do_sample=True)
+    pred = th.predicted_vs_measured(spec, plain)
+    assert pred.gamma == 3
+    assert pred.tokens_per_call_measured == pytest.approx(60 / spec.target_calls)
+    assert 0 <= pred.overhead_fraction < 1
+    text = pred.explain()
+    assert "Leviathan" in text and "measured" in text
+    with pytest.raises(ValueError, match="trace=True"):
+        untraced = sv.speculative_generate(
+            target, draft, [0], gamma=3, max_new_tokens=5, seed=0, trace=False
+        )
+        th.predicted_vs_measured(untraced, plain)
+
+
+def test_measure_verify_cost_runs_on_any_runner():
+    target, _ = _context_free_pair()
+    vc = th.measure_verify_cost(target, max_tokens=3, context=4, repeats=1)
+    assert vc.tokens == (1, 2, 3) and all(t > 0 for t in vc.seconds)
+    assert vc.ratio(1) == 1.0 and vc.time(10) >= vc.time(3)  # extrapolation never decreases

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from specviz.memo import MemoLM
 
@@ -21,3 +22,14 @@ def memo_pair(smollm2):
     SmolLM2 agree with it almost nowhere, beta ~ 0, which would leave the accept path idle)."""
     target = MemoLM(smollm2[0])
     return target, target.noisy_copy(1.0)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for a module: on a shared 2-core machine two competing torch
+    threads made forward passes up to ~10x slower. Use with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -6,7 +6,6 @@ import json
 import time
 
 import pytest
-import torch
 
 import specviz as sv
 from specviz.analysis import run_grid, session, summarize
@@ -20,13 +19,7 @@ PROMPTS = [[0, 1, 2], [1, 2, 3, 1, 2], [4, 4, 4, 0], [2, 0, 1]]
 GAMMAS = (2, 3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # On shared cores two intra-op threads can be 10x slower than one; timings stay comparable.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Counting:

@@ -6,7 +6,6 @@ import collections
 
 import numpy as np
 import pytest
-import torch
 
 import specviz as sv
 from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
@@ -22,12 +21,7 @@ SETTINGS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("kw", SETTINGS, ids=["T1", "T0.7-k3-p0.9", "greedy"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 import specviz as sv
 from specviz import stats
@@ -14,12 +13,7 @@ from specviz.prompts import render_prompt
 TARGET, DRAFT = sv.toy_pair(5, 2, seed=0)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _null_pvalue(verifier: str):

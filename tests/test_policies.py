@@ -16,12 +16,7 @@ ALPHA, CONTROL_P = 1e-3, 1e-6
 PAIR = sv.toy_pair(5, 2, noise=1.0, seed=0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _continuation_pvalue(make_policy, verifier, n, length=3, seed=0):

@@ -22,14 +22,7 @@ N = 20_000
 PARAMS = sv.SamplingParams(True, 1.0, None, None)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Toy tensors are tiny, and on shared cores two intra-op threads can be 10x slower than one
-    # (spin-waiting against other processes), so the whole module runs single-threaded.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _dump(trie: SuffixTrie) -> dict[tuple[int, ...], int]:

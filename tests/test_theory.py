@@ -20,12 +20,7 @@ from specviz.toy import ToyLM
 Z_OK, Z_CONTROL = 3.29, 5.0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_closed_forms():

@@ -21,14 +21,7 @@ from specviz.verify import VerifierSpec, _gathered, _lossless_core
 ALPHA = 1e-3
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Toy tensors are tiny: intra-op threads only add wake-up latency (and collapse under
-    # CPU contention), so run this module single-threaded.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 CONTROL_P = 1e-6

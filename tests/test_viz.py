@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import specviz as sv
 from specviz import viz
@@ -20,12 +19,7 @@ from specviz.stats import goodness_of_fit
 NAMES = ["the", "cat", "sat", "on", "mat"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
 from specviz.stats import goodness_of_fit, homogeneity
@@ -36,12 +35,7 @@ SAMPLING = dict(
 R, ALPHA = 20, 0.01
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _counts(seqs) -> np.ndarray:

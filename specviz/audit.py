@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from . import stats
 from .audit_client import AuditError, Completion, Endpoint, complete, preflight, stream
-from .consistency import sequence_tests
+from .consistency import result_row, sequence_tests
 
 __all__ = ["AuditConfig", "AuditReport", "AuditError", "Endpoint", "audit", "run_audit"]
 
@@ -544,16 +544,7 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
         seq = {arm: [tuple(r["tokens"]) for r in recs] for arm, recs in arms.items()}
 
         def add(test: str, res: Any, pi: int = pi) -> None:
-            rows.append(
-                dict(
-                    prompt=pi,
-                    test=test,
-                    statistic=float(res.statistic),
-                    pvalue=float(res.pvalue),
-                    dof=getattr(res, "dof", None),
-                    method=res.method,
-                )
-            )
+            rows.append(result_row(pi, test, res))
 
         lp = {arm: [sum(r["logprobs"]) for r in recs] for arm, recs in arms.items()}
         seq_tests = sequence_tests(

@@ -155,6 +155,18 @@ def _logprob(probs: list[list[float]]) -> np.ndarray:
     return np.array([float(np.sum(np.log(np.maximum(p, 1e-300)))) for p in probs])
 
 
+def result_row(prompt: int, test: str, res: Any) -> dict[str, Any]:
+    """One row of a report's per-test table."""
+    return dict(
+        prompt=prompt,
+        test=test,
+        statistic=float(res.statistic),
+        pvalue=float(res.pvalue),
+        dof=getattr(res, "dof", None),
+        method=res.method,
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class SequenceTests:
     """Two-sample tests of two sets of token sequences (see :func:`sequence_tests`)."""
@@ -285,16 +297,7 @@ def consistency_check(
         )
 
         def add(test: str, res: Any, pi: int = pi) -> None:
-            rows.append(
-                dict(
-                    prompt=pi,
-                    test=test,
-                    statistic=float(res.statistic),
-                    pvalue=float(res.pvalue),
-                    dof=getattr(res, "dof", None),
-                    method=res.method,
-                )
-            )
+            rows.append(result_row(pi, test, res))
 
         seq_tests = sequence_tests(
             spec,

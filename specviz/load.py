@@ -902,7 +902,10 @@ def load_sweep(
     scenario = "rate" if rates is not None else "concurrency"
     lp = _as_load_prompts(prompts)
     if engines is None:
-        kw = dict(
+        engines = _plain_and_speculative(
+            target,
+            draft,
+            verifier,
             max_new_tokens=max_new_tokens,
             gamma=gamma,
             do_sample=do_sample,
@@ -912,10 +915,6 @@ def load_sweep(
             seed=seed,
             eos_token_id=eos_token_id,
         )
-        engines = [
-            make_engine(target, None, speculative=False, **kw),
-            make_engine(target, draft, speculative=True, verifier=verifier, **kw),
-        ]
     names = [e.name for e in engines]
     if len(set(names)) != len(names):
         raise ValueError(f"engine names must be distinct, got {names}")
@@ -946,6 +945,14 @@ def load_sweep(
 
     table = pd.DataFrame([r.summary() for r in results])
     return LoadSweep(table, tuple(results), scenario)
+
+
+def _plain_and_speculative(target: Any, draft: Any, verifier: str, **kw: Any) -> list:
+    """The two engines every sweep compares: speculation off, then on."""
+    return [
+        make_engine(target, None, speculative=False, **kw),
+        make_engine(target, draft, speculative=True, verifier=verifier, **kw),
+    ]
 
 
 # -- batch-size sweep ----------------------------------------------------------------------------
@@ -997,7 +1004,10 @@ def batch_sweep(
             stacklevel=2,
         )
     if engines is None:
-        kw = dict(
+        engines = _plain_and_speculative(
+            target,
+            draft,
+            verifier,
             max_new_tokens=max_new_tokens,
             gamma=gamma,
             do_sample=do_sample,
@@ -1005,10 +1015,6 @@ def batch_sweep(
             seed=seed,
             eos_token_id=eos_token_id,
         )
-        engines = [
-            make_engine(target, None, speculative=False, **kw),
-            make_engine(target, draft, speculative=True, verifier=verifier, **kw),
-        ]
     for eng in engines:  # warm-up, not recorded
         eng([lp[0].input_ids])
     rows = []

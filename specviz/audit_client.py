@@ -330,29 +330,35 @@ async def stream(
         finish = None
         usage_tokens = None
         done = False
+        cut = ""
         async with client.stream("POST", ep.url("completions"), json=body) as resp:
             if resp.status_code >= 400:
                 await resp.aread()
                 _raise_for_status(resp, ep)
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    done = True
-                    break
-                chunk = json.loads(payload)
-                if chunk.get("usage"):
-                    usage_tokens = chunk["usage"].get("completion_tokens")
-                for choice in chunk.get("choices") or []:
-                    if choice.get("text"):
-                        times.append(time.perf_counter() - t0)
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
+            try:
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    chunk = json.loads(payload)
+                    if chunk.get("usage"):
+                        usage_tokens = chunk["usage"].get("completion_tokens")
+                    for choice in chunk.get("choices") or []:
+                        if choice.get("text"):
+                            times.append(time.perf_counter() - t0)
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+            except (httpx.ReadError, httpx.RemoteProtocolError) as err:
+                # A connection dropped mid-stream is the same failure as a stream that
+                # closes early: whichever the OS reports depends on timing.
+                cut = f", connection cut: {type(err).__name__}"
         total = time.perf_counter() - t0
         if not done or finish not in ("stop", "length"):
             raise IncompleteResult(
-                f"{ep.name}: stream ended without [DONE]/finish_reason (finish={finish!r})"
+                f"{ep.name}: stream ended without [DONE]/finish_reason (finish={finish!r}{cut})"
             )
         if not times:
             raise IncompleteResult(f"{ep.name}: stream carried no tokens")

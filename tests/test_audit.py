@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import ssl
+import struct
 import subprocess
 import threading
 import time
@@ -235,8 +237,10 @@ def test_partial_completions_are_never_counted():
         parse_completion({"choices": []}, ep, max_tokens=2, seconds=0.0)
 
 
-def test_truncated_stream_is_incomplete(thread_server):
-    """A stream cut before [DONE] raises instead of being timed as a short completion."""
+@pytest.mark.parametrize("ending", ["close", "reset"])
+def test_truncated_stream_is_incomplete(ending):
+    """A stream cut before [DONE] raises instead of being timed as a short completion,
+    whether the server closes the connection cleanly or resets it."""
     from specviz.audit_client import stream
 
     class Cut(threading.Thread):
@@ -248,12 +252,24 @@ def test_truncated_stream_is_incomplete(thread_server):
 
         def run(self) -> None:
             conn, _ = self.sock.accept()
-            conn.recv(65536)
+            # Read the whole request first: closing with unread bytes sends a reset, and
+            # the client would see a read error instead of a clean early end of stream.
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(65536)
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = int(re.search(rb"content-length: *(\d+)", head, re.I).group(1))
+            while len(body) < length:
+                body += conn.recv(65536)
             chunk = json.dumps({"choices": [{"text": "a", "finish_reason": None}]})
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
                 + f"data: {chunk}\n\n".encode()
             )
+            if ending == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            else:
+                conn.shutdown(socket.SHUT_WR)
             conn.close()
 
     srv = Cut()

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .drafters import ModelDrafter, _draft_step
-from .engine import _check_count, _eos_set, _prompt_tensor
+from .engine import _check_count, _eos_set, _live_policy, _prompt_tensor
 from .sampling import SamplingParams, check_logits, logits_to_probs, sample_with_uniform
 from .verify import get_verifier
 
@@ -335,7 +335,7 @@ def speculative_generate_batch(
     input_ids: Any,
     *,
     num_sequences: int | None = None,
-    gamma: int = 4,
+    gamma: Any = 4,
     max_new_tokens: int,
     do_sample: bool = False,
     temperature: float = 1.0,
@@ -351,9 +351,23 @@ def speculative_generate_batch(
 
     ``draft`` must be a causal LM (or a :class:`ModelDrafter`); row i reproduces
     ``speculative_generate(..., seed=seed + i)`` on its prompt.
+
+    ``gamma`` is an int or a policy of :mod:`specviz.policies`, which here steers the whole
+    batch: before each target call ``next_gamma()`` picks the drafts every row makes (0 = a
+    plain decoding step for all rows; the draft then skips the call and catches up on the
+    skipped tokens when drafting resumes), and :class:`~specviz.policies.AcceptanceEMA` sees
+    the batch size as ``batch_size`` (its ``max_batch`` fallback). ``update()`` gets the
+    rows' mean drafted and accepted counts per call (accepted == drafted only when every row
+    accepted everything). :class:`~specviz.policies.ConfidenceStop` stops each row's draft
+    where its own draft confidence drops. Policies choose how much is drafted, never how it
+    is verified, so every row stays lossless; a one-row batch reproduces the serial engine
+    with the same policy.
     """
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    _check_count("gamma", gamma, 1)
+    policy = _live_policy(gamma)
+    if policy is not None and hasattr(policy, "start"):
+        policy.start()
+    stop = policy if policy is not None and hasattr(policy, "wrap_drafter") else None
     _check_count("max_new_tokens", max_new_tokens, 0)
     prompts = _prompts(input_ids, num_sequences)
     B = len(prompts)
@@ -389,15 +403,38 @@ def speculative_generate_batch(
         d_pending, d_valid = t_pending, t_valid
     while members:
         G = len(members)
-        ks = [min(gamma, max_new_tokens - len(seqs[g[0]]) - 1) for g in members]
+        if policy is None:
+            width = gamma
+        else:
+            if hasattr(policy, "batch_size"):
+                policy.batch_size = G  # rows in the next model call
+            width = _check_count("policy gamma", policy.next_gamma(), 0)
+        ks = [min(width, max_new_tokens - len(seqs[g[0]]) - 1) for g in members]
         kmax = max(ks)
+        fed_last = [False] * G  # a confidence stop already fed the draft its last token
+        t_draft0 = time.perf_counter()
         # -- draft: kmax steps, group p drafts its first ks[p] --------------------------------
-        d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [G, V]
-        drafts = torch.zeros(G, gamma, dtype=torch.long)
+        drafts = torch.zeros(G, width, dtype=torch.long)
         qs: list[list[torch.Tensor]] = [[] for _ in range(G)]
         d_cols: list[int] = []  # physical draft-cache columns of x_1..x_{kmax-1}
+        d_caught_up = kmax > 0  # a plain step leaves the draft cache behind (caught up later)
+        if d_caught_up:
+            d_logits = d_run.extend(d_pending, d_valid, 1)[:, -1]  # [G, V]
         for i in range(kmax):
+            if i >= max(ks):  # every group stopped drafting
+                break
             q_all = logits_to_probs(d_logits, params) if spec.draft_mode == "exact" else None
+            if stop is not None and i >= stop.min_tokens:
+                # the serial ConfidenceStopDrafter's rule, per group, before the draw
+                conf = (
+                    torch.softmax(d_logits.float(), dim=-1)
+                    if params.is_greedy
+                    else (q_all if q_all is not None else logits_to_probs(d_logits, params))
+                ).amax(-1)  # [G]
+                for p in range(G):
+                    if i < ks[p] and float(conf[p]) < stop.threshold:
+                        ks[p] = i
+                        fed_last[p] = i > 0
             split: dict[tuple[int, int], list[int]] = {}  # (parent group, token) -> rows
             q_of: dict[tuple[int, int], torch.Tensor] = {}
             drawing = [p for p in range(G) if i < ks[p]]
@@ -432,26 +469,30 @@ def speculative_generate_batch(
                 drafts, d_logits = drafts[idx], d_logits[idx]
                 qs = [list(qs[p]) for p in parents]
                 ks = [ks[p] for p in parents]
+                fed_last = [fed_last[p] for p in parents]
             members = list(split.values())
             G = len(members)
             for c, (p, tok) in enumerate(split):
                 if tok >= 0:
                     drafts[c, i] = tok
                     qs[c].append(q_of[(p, tok)])
-            if i + 1 < kmax:
+            if i + 1 < max(ks):
                 feed_valid = torch.tensor([i + 1 < ks[c] for c in range(G)]).view(G, 1)
                 d_cols.append(d_run.mask.shape[1])
                 d_logits = d_run.extend(drafts[:, i : i + 1], feed_valid, 1)[:, -1]
         # -- verify: one target call on [pending, drafts] -----------------------------------
-        draft_valid = torch.arange(gamma).view(1, -1) < torch.tensor(ks).view(-1, 1)  # [G, g]
+        t_verify0 = time.perf_counter()
+        draft_valid = torch.arange(width).view(1, -1) < torch.tensor(ks).view(-1, 1)  # [G, g]
         tokens = torch.cat([t_pending, drafts], 1)
         valid = torch.cat([t_valid, draft_valid], 1)
         t_col0 = t_run.mask.shape[1] + t_pending.shape[1]  # first draft column
-        logits = t_run.extend(tokens, valid, gamma + 1)  # [G, g+1, V]
+        logits = t_run.extend(tokens, valid, width + 1)  # [G, g+1, V]
         calls += 1
         check_logits(logits, "target")
         p_all = logits_to_probs(logits, params)  # [G, g+1, V]
         now = time.perf_counter() - t0
+        step_k: list[int] = []
+        step_n: list[int] = []
         after: dict[tuple[int, int, int], list[int]] = {}  # (group, accepted, next) -> rows
         rec_phys: list[int] = []
         rec_pos: list[int] = []
@@ -478,6 +519,8 @@ def speculative_generate_batch(
                     rec_rows += [r] * len(committed)
                 acc_counts[r].append(n)
                 drf_counts[r].append(k)
+                step_k.append(k)
+                step_n.append(n)
                 active[r] = len(seqs[r]) < max_new_tokens and committed[-1] not in eos
                 if active[r]:
                     after.setdefault((p, n, v.next_token), []).append(r)
@@ -486,33 +529,47 @@ def speculative_generate_batch(
             for r, px, above in zip(rec_rows, pxs, aboves, strict=True):
                 probs_rec[r].append(px)
                 above_rec[r].append(above)
+        if policy is not None:
+            t_end = time.perf_counter()
+            drafted = round(sum(step_k) / len(step_k))
+            accepted = sum(step_n) // len(step_n)
+            if step_n != step_k:  # "all accepted" only when every row accepted everything
+                accepted = min(accepted, drafted - 1)
+            policy.update(drafted, max(accepted, 0), t_verify0 - t_draft0, t_end - t_verify0)
         members = list(after.values())
         if not members:
             break
         parents = [p for p, _, _ in after]
+        idx = torch.tensor(parents, dtype=torch.long)
         if parents != list(range(G)):
-            idx = torch.tensor(parents, dtype=torch.long)
             for run in runners:
                 run.select(idx)
             drafts = drafts[idx]
             ks = [ks[p] for p in parents]
+            fed_last = [fed_last[p] for p in parents]
         G = len(members)
         t_pending = torch.zeros(G, 1, dtype=torch.long)
         t_valid = torch.ones(G, 1, dtype=torch.bool)
-        d_pending = torch.zeros(G, 2, dtype=torch.long)
-        d_valid = torch.zeros(G, 2, dtype=torch.bool)
+        new_pending = torch.zeros(G, 2, dtype=torch.long)
+        new_valid = torch.zeros(G, 2, dtype=torch.bool)
         for c, (_, n, nxt) in enumerate(after):
             k = ks[c]
             # holes for rejected drafts, in both caches
-            t_run.mask[c, t_col0 + n : t_col0 + gamma] = False
+            t_run.mask[c, t_col0 + n : t_col0 + width] = False
             for i, col in enumerate(d_cols, start=1):  # column of x_i
                 if i > n:
                     d_run.mask[c, col] = False
             t_pending[c, 0] = nxt
-            # the draft has seen x_1..x_{k-1}; if all k were accepted it still needs x_k
-            if n == k and k > 0:
-                d_pending[c, 0], d_valid[c, 0] = int(drafts[c, k - 1]), True
-            d_pending[c, 1], d_valid[c, 1] = nxt, True
+            # the draft has seen x_1..x_{k-1} (x_k too after a confidence stop); if all k
+            # were accepted it still needs x_k
+            if n == k and k > 0 and not fed_last[c]:
+                new_pending[c, 0], new_valid[c, 0] = int(drafts[c, k - 1]), True
+            new_pending[c, 1], new_valid[c, 1] = nxt, True
+        if d_caught_up:
+            d_pending, d_valid = new_pending, new_valid
+        else:  # the draft skipped this call: it still owes the old pending tokens
+            d_pending = torch.cat([d_pending[idx], new_pending], 1)
+            d_valid = torch.cat([d_valid[idx], new_valid], 1)
         t_run.trim()
         d_run.trim()
     return BatchResult(

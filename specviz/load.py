@@ -274,7 +274,7 @@ class _ModelEngine:
     draft: Any = field(repr=False)
     speculative: bool
     kwargs: Mapping[str, Any] = field(repr=False)
-    gamma: int
+    gamma: Any  # an int, or a policy of specviz.policies steering each batch
     name: str
 
     def __call__(self, prompts: Sequence[Sequence[int]]) -> ServedBatch:
@@ -327,7 +327,7 @@ def make_engine(
     *,
     speculative: bool,
     max_new_tokens: int,
-    gamma: int = 4,
+    gamma: Any = 4,
     do_sample: bool = False,
     temperature: float = 1.0,
     top_k: int | None = None,
@@ -339,12 +339,18 @@ def make_engine(
     """The batched engine with speculation on (``draft`` required: a causal LM, e.g.
     ``specviz.drafters.early_exit_model(target, 20)``) or off.
 
+    ``gamma`` is an int or a policy of :mod:`specviz.policies`; a policy steers every
+    batch (started afresh per batch), e.g. ``AcceptanceEMA(max_batch=4)`` decodes plainly
+    whenever more than 4 rows share a model call.
+
     Each batch is seeded with ``seed`` plus a hash of its prompts, and row ``i`` of it with
     that + ``i`` (the batch API's convention): a request's random stream depends on its
     batch and row, not on its identity alone.
     """
+    from .engine import _live_policy
+
     _check_int("max_new_tokens", max_new_tokens, 1)
-    _check_int("gamma", gamma, 1)
+    policy = _live_policy(gamma)
     if speculative and draft is None:
         raise ValueError("speculative=True needs a draft model")
     kw: dict[str, Any] = dict(
@@ -359,7 +365,8 @@ def make_engine(
     if speculative:
         kw["verifier"] = verifier
         tag = "" if verifier == "lossless" else f", {verifier}"
-        name = f"speculative(gamma={gamma}{tag})"
+        label = f"gamma={gamma}" if policy is None else getattr(policy, "name", repr(policy))
+        name = f"speculative({label}{tag})"
     else:
         name = "plain"
     return _ModelEngine(target, draft, speculative, kw, gamma, name)
@@ -863,7 +870,7 @@ def load_sweep(
     n_requests: int,
     max_batch: int,
     max_new_tokens: int,
-    gamma: int = 4,
+    gamma: Any = 4,
     do_sample: bool = False,
     temperature: float = 1.0,
     top_k: int | None = None,
@@ -965,7 +972,7 @@ def batch_sweep(
     *,
     batch_sizes: Sequence[int],
     max_new_tokens: int,
-    gamma: int = 4,
+    gamma: Any = 4,
     repeats: int = 1,
     do_sample: bool = False,
     temperature: float = 1.0,

@@ -269,6 +269,25 @@ def test_toy_models_served_tokens_equal_serial_greedy_decoding():
             assert s["tokens_per_target_call"] == 1.0
 
 
+def test_a_policy_engine_falls_back_on_large_batches():
+    """gamma may be a policy: AcceptanceEMA(max_batch=1) speculates for requests served
+    alone and decodes plainly in larger batches, with the same greedy tokens."""
+    from specviz.policies import AcceptanceEMA
+
+    target, draft = sv.toy_pair(5, 2, seed=0)
+    prompts = [[0, 1], [2], [3, 4, 0, 1]]
+    policy = AcceptanceEMA(3, c=0.1, prior=0.9, max_batch=1)
+    eng = make_engine(target, draft, speculative=True, max_new_tokens=6, gamma=policy)
+    assert eng.name == f"speculative({policy.name})"
+    alone = eng([prompts[0]])
+    together = eng(prompts)
+    assert alone.drafted > 0 and together.drafted == 0
+    assert together.new_tokens[0] == alone.new_tokens[0]
+    assert together.target_calls == 6  # plain steps: one call per token
+    with pytest.raises(ValueError, match="gamma must be"):
+        make_engine(target, draft, speculative=True, max_new_tokens=6, gamma=0)
+
+
 def test_tiny_llama_sweep_runs_end_to_end():
     """A random tiny Llama and its one-layer early exit through both batched engines:
     identical greedy tokens, a tidy table and a crossover verdict (whatever it is)."""

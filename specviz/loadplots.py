@@ -120,9 +120,13 @@ def load_sweep_figure(
     rows = math.ceil(n / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_label(m) for m in metrics])
     t = sweep.table
+    seen: set[str] = set()
     for i, (name, sub) in enumerate(t.groupby("engine", sort=False)):
         sub = sub.sort_values("level")
         mode = sub["mode"].iloc[0]
+        # a second engine of the same mode (e.g. a fallback policy) gets its own colour
+        color = _color(mode if mode not in seen else "", i)
+        seen.add(mode)
         for j, m in enumerate(metrics):
             fig.add_trace(
                 go.Scatter(
@@ -132,7 +136,7 @@ def load_sweep_figure(
                     name=str(name),
                     legendgroup=str(name),
                     showlegend=j == 0,
-                    line=dict(color=_color(mode, i)),
+                    line=dict(color=color),
                 ),
                 row=j // cols + 1,
                 col=j % cols + 1,
@@ -154,12 +158,14 @@ def speedup_figure(
     metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p50"),
     *,
     title: str | None = None,
+    engine: str | None = None,
 ) -> go.Figure:
     """Speculation's speed-up per metric against load (> 1: speculation better; latencies
-    are inverted so up is always better), with each crossover marked."""
+    are inverted so up is always better), with each crossover marked. ``engine`` names the
+    speculative engine when the sweep ran several."""
     fig = go.Figure()
     for i, m in enumerate(metrics):
-        sp = sweep.speedups(m)
+        sp = sweep.speedups(m, engine=engine)
         color = _EXTRA[i % len(_EXTRA)]
         fig.add_trace(
             go.Scatter(
@@ -170,7 +176,7 @@ def speedup_figure(
                 line=dict(color=color),
             )
         )
-        x = sweep.crossover(m)
+        x = sweep.crossover(m, engine=engine)
         if x.level is not None:
             fig.add_trace(
                 go.Scatter(

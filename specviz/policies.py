@@ -17,6 +17,8 @@ only on the context -- the same argument.)
 * :class:`AcceptanceEMA` -- tracks acceptance and the draft cost ratio, drafts the gamma that
   maximises the predicted speedup, and falls back to plain decoding when that speedup drops
   below 1 (or the batch is too large), probing now and then to notice recovery.
+* :class:`BatchFallback` -- a fixed gamma while few rows share a model call, plain decoding
+  above ``max_batch`` rows (the batched engine and load generator set ``batch_size``).
 
 The *policy lab* (:func:`replay`, :func:`compare_policies`) replays a recorded run offline:
 given, for every generated position, whether a draft there would have been accepted (and the
@@ -50,6 +52,7 @@ __all__ = [
     "ConfidenceStop",
     "ConfidenceStopDrafter",
     "AcceptanceEMA",
+    "BatchFallback",
     "as_policy",
     "TokenRecord",
     "record_from_trace",
@@ -320,6 +323,33 @@ class AcceptanceEMA(_Base):
             denom = self.plain_step if self.plain_step else verify_time
             if denom > 0:
                 self.c = (1 - w) * self.c + w * (draft_time / drafted) / denom
+
+
+class BatchFallback(_Base):
+    """``gamma`` drafts while at most ``max_batch`` rows share a model call, plain decoding
+    above that: the article's "fall back to plain decoding at high load" as a rule of thumb
+    (a batched server is compute bound sooner, and then verifying drafts costs more than it
+    saves). :func:`specviz.batch.speculative_generate_batch` updates ``batch_size`` before
+    every call; the serial engine leaves it at 1.
+    """
+
+    def __init__(self, gamma: int = 4, max_batch: int = 2) -> None:
+        self.gamma = _count("gamma", gamma, 1)
+        self.max_gamma = gamma
+        self.max_batch = _count("max_batch", max_batch, 1)
+        self.batch_size = 1
+        self.fallbacks = 0
+        self.name = f"fallback(gamma {gamma}, plain above batch {max_batch})"
+
+    def start(self) -> None:
+        self.batch_size = 1
+        self.fallbacks = 0
+
+    def next_gamma(self) -> int:
+        if self.batch_size > self.max_batch:
+            self.fallbacks += 1
+            return 0
+        return self.gamma
 
 
 def as_policy(gamma: int | GammaPolicy) -> GammaPolicy:

@@ -47,6 +47,7 @@ POLICIES = {
     "ema": lambda: P.AcceptanceEMA(3, c=0.3, prior=0.5),
     "ema-fallback": lambda: P.AcceptanceEMA(3, c=0.9, prior=0.3, probe_every=3),
     "alternating": _Alternating,
+    "batch-fallback": lambda: P.BatchFallback(3, max_batch=1),
 }
 SETTINGS = {
     "T1": dict(do_sample=True),
@@ -112,6 +113,22 @@ def test_ema_falls_back_while_the_batch_is_large():
     b8 = speculative_generate_batch(TARGET, DRAFT, prompts, gamma=small, **kw)
     assert b8.sequences == ar.sequences
     assert sum(map(sum, b8.drafted_counts)) > 0 and b8.model_calls < b.model_calls
+
+
+def test_batch_fallback_decodes_plainly_above_max_batch():
+    prompts = [[0, 1], [3], [2, 2, 4, 1], [1, 0, 3]]
+    kw = dict(max_new_tokens=8, seed=1)
+    ar = autoregressive_generate_batch(TARGET, prompts, **kw)
+    big = P.BatchFallback(3, max_batch=3)
+    b = speculative_generate_batch(TARGET, DRAFT, prompts, gamma=big, **kw)
+    assert b.sequences == ar.sequences
+    assert all(set(d) == {0} for d in b.drafted_counts) and big.fallbacks == b.model_calls
+    ok = P.BatchFallback(3, max_batch=4)
+    b4 = speculative_generate_batch(TARGET, DRAFT, prompts, gamma=ok, **kw)
+    assert b4.sequences == ar.sequences
+    assert ok.fallbacks == 0 and all(d[0] == 3 for d in b4.drafted_counts)
+    with pytest.raises(ValueError, match="max_batch"):
+        P.BatchFallback(3, max_batch=0)
 
 
 def test_bad_policy_gamma_is_refused():

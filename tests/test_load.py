@@ -348,6 +348,27 @@ def test_figures_draw_the_measured_numbers():
     assert len(fig.data) == 3  # two tokens/s lines + one speed-up line
 
 
+def test_figures_with_two_speculative_engines():
+    from specviz import loadplots
+
+    plain = fixed_engine(tokens=4, step_time=0.1, per_row_time=0.01, name="p")
+    fast = fixed_engine(tokens=4, step_time=0.05, per_row_time=0.04, name="s1", speculative=True)
+    slow = fixed_engine(tokens=4, step_time=0.2, per_row_time=0.0, name="s2", speculative=True)
+    sw = load_sweep(None, None, PROMPTS, concurrencies=[1, 2, 4], n_requests=4, max_batch=4,
+                    max_new_tokens=4, engines=[plain, fast, slow], progress=False)  # fmt: skip
+    with pytest.raises(ValueError, match="pass engine="):
+        loadplots.speedup_figure(sw)
+    f1 = loadplots.speedup_figure(sw, ["throughput_tok_s"], engine="s1")
+    f2 = loadplots.speedup_figure(sw, ["throughput_tok_s"], engine="s2")
+    assert list(f1.data[0].y) != list(f2.data[0].y)
+    assert list(f2.data[0].y) == pytest.approx(
+        sw.speedups("throughput_tok_s", engine="s2")["speedup"]
+    )
+    fig = loadplots.load_sweep_figure(sw, ["ttft_p50"])
+    colors = {t.name: t.line.color for t in fig.data}
+    assert len(set(colors.values())) == 3, colors
+
+
 # -- the deployment checklist (specviz.checklist) -------------------------------------------
 
 

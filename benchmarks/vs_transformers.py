@@ -12,6 +12,11 @@ Prints tokens/s (median over repeats) and the ratios the issue asks for:
 * specviz plain / transformers plain          (floor 1.0x)
 * specviz speculative / transformers assisted  (floor 1.3x)
 
+``--static`` adds specviz on the static, position-indexed KV cache
+(:func:`specviz.lm.use_static_cache`); ``--compile`` also compiles its decode forward
+(``torch.compile``; meant for CUDA, where it uses CUDA graphs -- on this CPU it compiles with
+inductor's default mode and rarely pays).
+
 Also prints the bandwidth floor: weight bytes / measured memory bandwidth is the least time a
 decode step can take, so (floor tokens/s) says how close plain decoding gets.
 """
@@ -24,7 +29,26 @@ import time
 import torch
 from _bench import hf_generate, interleaved, load_pair, prompts, sv_plain, sv_spec
 
+from specviz.lm import use_static_cache
 from specviz.metrics import weights_bytes
+
+
+def on_static_cache(fn, pair, max_length: int, compile: bool):
+    """``fn`` run with the pair's models on the static cache (switched back afterwards, so
+    the interleaved dynamic-cache systems are unaffected)."""
+    models = [m for m in (pair.target, pair.draft_model) if isinstance(m, torch.nn.Module)]
+    mode = "reduce-overhead" if torch.cuda.is_available() else "default"
+
+    def run(x):
+        for m in models:
+            use_static_cache(m, max_length, compile=compile, mode=mode)
+        try:
+            return fn(x)
+        finally:
+            for m in models:
+                use_static_cache(m, None)
+
+    return run
 
 
 def bandwidth_gbs(mb: int = 512) -> float:
@@ -44,6 +68,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--gamma", type=int, default=None)
+    ap.add_argument("--static", action="store_true", help="also specviz on the static KV cache")
+    ap.add_argument("--compile", action="store_true", help="static cache + torch.compile")
     args = ap.parse_args()
     pair = load_pair(args.pair)
     if args.gamma:
@@ -57,6 +83,12 @@ def main() -> None:
         "sv_spec": lambda x: sv_spec(pair, x, T).new_tokens,
         "sv_spec_notrace": lambda x: sv_spec(pair, x, T, trace=False).new_tokens,
     }
+    if args.static or args.compile:
+        room = max(len(x) for x in ids) + T + pair.gamma + 8
+        for name, fn in (("sv_plain", systems["sv_plain"]), ("sv_spec", systems["sv_spec"])):
+            systems[f"{name}_static"] = on_static_cache(fn, pair, room, args.compile)
+        for name in ("sv_plain_static", "sv_spec_static"):  # compile / first-shape warm-up
+            systems[name](ids[0])
     # Warm-up (first calls pay one-off costs), short: 4 tokens per system.
     hf_generate(pair, ids[0], 4, assisted=False)
     hf_generate(pair, ids[0], 4, assisted=True)
@@ -92,6 +124,14 @@ def main() -> None:
         f"  specviz spec (no trace) / hf assisted      {r('sv_spec_notrace', 'hf_assisted'):.2f}x"
     )
     print(f"  specviz spec / specviz plain               {r('sv_spec', 'sv_plain'):.2f}x")
+    if "sv_spec_static" in systems:
+        print(
+            f"  specviz plain, static cache / hf plain     {r('sv_plain_static', 'hf_plain'):.2f}x"
+        )
+        print(
+            f"  specviz spec, static cache / hf assisted   "
+            f"{r('sv_spec_static', 'hf_assisted'):.2f}x"
+        )
     print(f"  transformers assisted / transformers plain {r('hf_assisted', 'hf_plain'):.2f}x")
     print(f"  specviz plain / bandwidth ceiling          {tps['sv_plain'] / floor:.0%}")
 

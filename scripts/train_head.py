@@ -51,6 +51,7 @@ from specviz.models import BUILTIN_MODELS, cache_dir, load_model, load_tokenizer
 from specviz.prompts import load_prompts, render_prompt  # noqa: E402
 
 MODEL = "smollm2-135m"
+ROUND_SEED = 100_003  # seed offset between sampling rounds
 
 
 def log(msg: str) -> None:
@@ -222,38 +223,43 @@ def sampled_sequences(model, tok, args) -> tuple[list, list, dict]:
         prompts = prompts[:2]
     rendered = [render_prompt(tok, p) for p in prompts]
     temps = [args.temperatures[r % len(args.temperatures)] for r in range(args.samples)]
-    per_prompt: list = [None] * len(rendered)
-    order = list(range(len(rendered)))[:: -1 if args.reverse else 1]
+    # round r > 0 draws another args.samples rows per prompt from seed + j + r * ROUND_SEED
+    # (round 0 keeps the original seeds, so earlier caches stay valid)
+    units = [(r, j) for r in range(args.sample_rounds) for j in range(len(rendered))]
+    per_unit: dict = {}
+    order = units[:: -1 if args.reverse else 1]
     t0, done, cached = time.perf_counter(), 0, 0
-    for n, j in enumerate(order, start=1):
+    for n, (r, j) in enumerate(order, start=1):
         ids = rendered[j]
-        path = _tensor_cache("sampled", [ids, temps, args.sample_new_tokens, args.seed + j])
+        seed = args.seed + j + r * ROUND_SEED
+        path = _tensor_cache("sampled", [ids, temps, args.sample_new_tokens, seed])
         if path.is_file() and not args.quick:
-            per_prompt[j], cached = torch.load(path, weights_only=True), cached + 1
+            per_unit[r, j], cached = torch.load(path, weights_only=True), cached + 1
             continue
         if args.cached_samples_only:
             continue
-        gen = torch.Generator().manual_seed(args.seed + j)
-        per_prompt[j] = sample_rows(
+        gen = torch.Generator().manual_seed(seed)
+        per_unit[r, j] = sample_rows(
             model, ids, temps, args.sample_new_tokens, tok.eos_token_id, gen
         )
         if not args.quick:
             path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(per_prompt[j], path)
-        done += sum(len(r[0]) for r in per_prompt[j][1])
+            torch.save(per_unit[r, j], path)
+        done += sum(len(row[0]) for row in per_unit[r, j][1])
         rate = done / (time.perf_counter() - t0)
-        log(f"  sampled {n}/{len(order)} prompts, {done} new tokens ({rate:.0f} tok/s)")
-    log(f"sampled continuations: {cached} prompts from cache")
-    keep = [j for j in range(len(rendered)) if per_prompt[j] is not None]
+        log(f"  sampled {n}/{len(order)} prompt rounds, {done} new tokens ({rate:.0f} tok/s)")
+    log(f"sampled continuations: {cached} prompt rounds from cache")
+    keep = [u for u in units if u in per_unit]
     seqs, data = [], []
-    for j in keep:
-        ids, (pf, rows) = rendered[j], per_prompt[j]
+    for r, j in keep:
+        ids, (pf, rows) = rendered[j], per_unit[r, j]
         top_p = torch.zeros(len(ids), dtype=torch.long)  # prompt slots carry no loss
         for row, f, top in rows:
             seqs.append((ids + row, len(ids)))
             data.append((torch.cat([pf, f]), torch.cat([top_p, top])))
     counts = {
-        "sampled_prompts": len(keep),
+        "sampled_prompts": len({j for _, j in keep}),
+        "sample_rounds": args.sample_rounds,
         "sampled_sequences": len(seqs),
         "sampled_tokens": sum(len(s) - st for s, st in seqs),
         "temperatures": sorted(set(temps)),
@@ -502,6 +508,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--gen-batch", type=int, default=16)
     ap.add_argument("--samples", type=int, default=12, help="sampled rows per train prompt")
+    ap.add_argument(
+        "--sample-rounds",
+        type=int,
+        default=1,
+        help="rounds of --samples rows per prompt (each round its own seeds and cache entry)",
+    )
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.7, 0.9])
     ap.add_argument("--sample-new-tokens", type=int, default=40)
     ap.add_argument("--epochs", type=int, default=2)
@@ -616,6 +628,7 @@ def main(argv: list[str] | None = None, *, model=None, tokenizer=None) -> dict:
                 "soft",
                 "noise",
                 "samples",
+                "sample_rounds",
                 "temperatures",
                 "train_seconds",
                 "intermediate",

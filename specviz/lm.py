@@ -12,7 +12,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["LMRunner", "HFRunner", "as_runner", "vocab_size_of"]
+__all__ = [
+    "LMRunner",
+    "HFRunner",
+    "StaticRunner",
+    "as_runner",
+    "use_static_cache",
+    "vocab_size_of",
+]
 
 
 @runtime_checkable
@@ -87,10 +94,103 @@ class HFRunner:
         self.length = length
 
 
+class StaticRunner(HFRunner):
+    """:class:`LMRunner` over a pre-allocated, position-indexed KV cache (transformers
+    ``StaticCache``), gpt-fast style: rollback moves the write position back and touches no
+    tensor (stale entries are overwritten before attention can see them), and every decode
+    step has the same cache shape -- what ``torch.compile`` and CUDA graphs need.
+
+    ``compile=True`` runs short extends (decode steps and verify passes of up to
+    ``compile_max_tokens`` tokens) through ``torch.compile(model, mode=...)``; prefill stays
+    eager, so only a handful of shapes are ever compiled. Meant for CUDA ("reduce-overhead"
+    uses CUDA graphs); on CPU it works with ``mode="default"`` but rarely pays.
+    Made by :func:`as_runner` once :func:`use_static_cache` has marked the model.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        max_length: int,
+        *,
+        compile: bool = False,
+        mode: str = "reduce-overhead",
+        compile_max_tokens: int = 16,
+    ) -> None:
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
+        self.max_length = max_length
+        self.compile_max_tokens = compile_max_tokens
+        self._compiled = _compiled_forward(model, mode) if compile else None
+        super().__init__(model)
+
+    def reset(self) -> None:
+        from transformers import StaticCache
+
+        self.cache = StaticCache(config=self.model.config, max_cache_len=self.max_length)
+        self.length = 0
+
+    @torch.inference_mode()
+    def extend(self, tokens: torch.Tensor, num_logits: int, return_hidden: bool = False):
+        n = tokens.numel()
+        if self.length + n > self.max_length:
+            raise ValueError(
+                f"static KV cache full: {self.length} + {n} tokens > max_length={self.max_length}; "
+                "pass a larger max_length to use_static_cache()"
+            )
+        if return_hidden or self._compiled is None or n > self.compile_max_tokens:
+            return super().extend(tokens, num_logits, return_hidden)
+        ids = tokens.to(self.device, torch.long).view(1, -1)  # [1, n]
+        out = self._compiled(
+            input_ids=ids,
+            use_cache=True,
+            logits_to_keep=num_logits,
+            **{self._cache_kw: self.cache},
+        )
+        self.length += n
+        return out.logits[0, -num_logits:].float()  # [num_logits, V]
+
+
+def _compiled_forward(model: Any, mode: str) -> Any:
+    """One compiled forward per (model, mode), reused by every runner of that model."""
+    store = model.__dict__.setdefault("_specviz_compiled", {})
+    if mode not in store:
+        store[mode] = torch.compile(model, mode=mode, dynamic=False)
+    return store[mode]
+
+
+def use_static_cache(
+    model: Any,
+    max_length: int | None = 2048,
+    *,
+    compile: bool = False,
+    mode: str = "reduce-overhead",
+) -> Any:
+    """Make every runner of ``model`` (target or draft, in every engine) a
+    :class:`StaticRunner` with room for ``max_length`` tokens, optionally with a compiled
+    decode forward; ``max_length=None`` switches back to the dynamic cache. Returns the model.
+
+    >>> use_static_cache(model, 1024, compile=torch.cuda.is_available())  # doctest: +SKIP
+    """
+    if max_length is None:
+        model.__dict__.pop("_specviz_static", None)
+        return model
+    if not (isinstance(model, torch.nn.Module) and hasattr(model, "config")):
+        raise TypeError(
+            f"use_static_cache needs a transformers causal LM, got {type(model).__name__}"
+        )
+    StaticRunner(model, max_length)  # validates the arguments now, not at first use
+    model.__dict__["_specviz_static"] = dict(max_length=max_length, compile=compile, mode=mode)
+    return model
+
+
 def as_runner(model: Any) -> LMRunner:
-    """Wrap ``model`` in a fresh runner (toy models provide ``make_runner`` themselves)."""
+    """Wrap ``model`` in a fresh runner (toy models provide ``make_runner`` themselves;
+    models marked by :func:`use_static_cache` get a :class:`StaticRunner`)."""
     if hasattr(model, "make_runner"):
         return model.make_runner()
+    static = getattr(model, "__dict__", {}).get("_specviz_static")
+    if static is not None:
+        return StaticRunner(model, **static)
     if isinstance(model, torch.nn.Module) and hasattr(model, "config"):
         return HFRunner(model)
     raise TypeError(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import os
 import platform
 import shlex
@@ -39,7 +38,7 @@ import torch  # noqa: E402
 
 from specviz.analysis import Session, run_grid, session, summarize  # noqa: E402
 from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter  # noqa: E402
-from specviz.heads import HeadDrafter, default_head_path  # noqa: E402
+from specviz.heads import HeadDrafter, head_fingerprint  # noqa: E402
 from specviz.models import load_model, load_pair, load_tokenizer  # noqa: E402
 from specviz.prompts import load_prompts  # noqa: E402
 from specviz.suffix import SuffixDrafter  # noqa: E402
@@ -60,12 +59,6 @@ ORDER = [
 
 def log(msg: str) -> None:
     print(f"[results_table {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def _head_tag() -> str:
-    stem = default_head_path()
-    data = stem.with_name(stem.name + ".safetensors").read_bytes()
-    return hashlib.sha256(data).hexdigest()[:12]
 
 
 def smollm2_grid(args) -> pd.DataFrame:
@@ -99,7 +92,7 @@ def smollm2_grid(args) -> pd.DataFrame:
     )
     parts = [] if args.skip_plain else [run_grid(model, plain, prompts, **kw)]
     if not args.skip_head:
-        parts.append(run_grid(model, heads, prompts, tag=f"head={_head_tag()}", **kw))
+        parts.append(run_grid(model, heads, prompts, tag=f"head={head_fingerprint()}", **kw))
     df = pd.concat(parts, ignore_index=True)
     df.attrs = {k: sum(p.attrs.get(k, 0) for p in parts) for k in ("computed", "cached")}
     df["model"] = "SmolLM2-135M"

@@ -415,12 +415,15 @@ class _GridRun:
 
     def speculative(self, cell: _Cell, base: dict[str, Any]) -> dict[str, Any]:
         s, ids = self.setup, list(cell.prompt.ids)
+        # drafters with trained weights name them (``cache_tag``): new weights, new cells
+        tag = getattr(cell.spec, "cache_tag", None)
         path = s.path(
             drafter=cell.label,
             gamma=cell.gamma,
             mode=cell.mode,
             prompt=_digest(ids),
             history=cell.history,
+            **({"weights": tag} if tag else {}),
         )
         rec = self._load(path)
         if rec is not None:

@@ -49,6 +49,7 @@ __all__ = [
     "default_head_path",
     "save_head",
     "load_head",
+    "head_fingerprint",
     "training_time_test_mask",
 ]
 
@@ -200,6 +201,16 @@ def save_head(
     return weights, info
 
 
+def head_fingerprint(path: str | Path | None = None) -> str:
+    """A short hash of a head's weights file (default: the shipped head): cached results
+    computed with one set of weights must not be reused for another."""
+    import hashlib
+
+    path = Path(path or default_head_path())
+    weights = path if path.suffix == WEIGHTS_SUFFIX else path.with_name(path.name + WEIGHTS_SUFFIX)
+    return hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+
+
 def load_head(path: str | Path) -> tuple[EagleHead, torch.Tensor | None, dict[str, Any]]:
     """Read a head written by :func:`save_head` (safetensors only; no pickle)."""
     from safetensors import safe_open
@@ -295,10 +306,12 @@ class HeadDrafter:
         decoder = target.get_decoder() if hasattr(target, "get_decoder") else target.model
         name = f"eagle_head({Path(path).name if path else 'smollm2-135m'})"
         emb = target.get_input_embeddings()
-        return cls(
+        drafter = cls(
             head, emb, decoder.norm, lm, vocab, lookup=lookup, min_confidence=min_confidence,
             name=name,
         )  # fmt: skip
+        drafter.cache_tag = head_fingerprint(path)  # keys cached grid cells to these weights
+        return drafter
 
     # -- per-generation state -----------------------------------------------------------
     def reset(self) -> None:

@@ -1036,7 +1036,8 @@ def grid_drafters(model: Any, names: Sequence[str]) -> tuple[dict[str, Any], dic
         elif name == "eagle_head":
             factory = functools.partial(HeadDrafter.from_pretrained, model)
             try:
-                factory()  # fail here (no weights, wrong model), not in the middle of the grid
+                # fail here (no weights, wrong model), not in the middle of the grid
+                factory.cache_tag = factory().cache_tag  # grid cells keyed to the weights
             except (
                 OSError,
                 ValueError,

@@ -91,6 +91,29 @@ def test_second_run_loads_from_disk_and_an_interrupted_run_resumes(tmp_path):
     assert resumed[cols].equals(first[cols])
 
 
+def test_cells_of_drafters_with_new_weights_are_recomputed(tmp_path):
+    """A drafter spec naming its weights (``cache_tag``, as the trained head does) keys its
+    cells to them: other weights compute new cells instead of loading stale ones."""
+    lookup = Counting(PromptLookupDrafter)
+    lookup.cache_tag = "weights-a"
+    first = _grid(tmp_path, {"lookup": lookup}, gammas=(2,))
+    assert first.attrs["cached"] == 0
+    assert _grid(tmp_path, {"lookup": lookup}, gammas=(2,)).attrs["computed"] == 0
+    lookup.cache_tag = "weights-b"
+    # every speculative cell again (1 gamma x 2 modes x the prompts); baselines stay cached
+    assert _grid(tmp_path, {"lookup": lookup}, gammas=(2,)).attrs["computed"] == 2 * len(PROMPTS)
+
+
+def test_head_fingerprint_names_the_weights(tmp_path):
+    from specviz.heads import default_head_path, head_fingerprint
+
+    stem = default_head_path()
+    assert head_fingerprint() == head_fingerprint(stem) and len(head_fingerprint()) == 12
+    other = tmp_path / "h.safetensors"
+    other.write_bytes(b"not the same weights")
+    assert head_fingerprint(other) != head_fingerprint()
+
+
 def test_summarize_pools_ratios_per_drafter_and_category(tmp_path):
     prompts = load_prompts(split="heldout", categories=["code", "structured"], per_category=2)
     toy_prompts = [[i % 5, (i + 1) % 5] for i in range(len(prompts))]

@@ -55,16 +55,16 @@ def test_shipped_head_is_small_safetensors_with_metadata():
     for ev in (alone, hybrid):
         assert ev["split"] == "heldout" and ev["gamma"] == 4 and ev["mode"] == "greedy"
         assert ev["prompts"] == 40
-    # Measured when the weights were trained: the head alone ~1.28 tokens per target call on
-    # heldout prompts, with prompt lookup in front ~1.76 (a drafter that never helps gives 1.0).
-    assert alone["mean_accepted_length"] > 1.2
+    # Measured when the weights were trained: the head alone ~1.44 tokens per target call on
+    # heldout prompts, with prompt lookup in front ~1.96 (a drafter that never helps gives 1.0).
+    assert alone["mean_accepted_length"] > 1.3
     assert hybrid["mean_accepted_length"] >= 1.5, "head + lookup is below the 1.5 floor"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the shipped head alone reaches ~1.28 < 1.5 (overfit: 31k training positions); "
-    "retrain with scripts/train_head.py's sampled data and soft labels, then drop this mark",
+    reason="the shipped head alone reaches ~1.44 < 1.5 (107k training positions, 6 epochs, "
+    "still improving); train longer or on more sampled rows, then drop this mark",
 )
 def test_shipped_head_alone_meets_the_issue_floor():
     stem = default_head_path()

@@ -4,17 +4,14 @@ AcceptanceEMA falls back to plain decoding when the batch is large."""
 
 from __future__ import annotations
 
-import collections
-
-import numpy as np
 import pytest
+from _exact_law import batched_law_pvalue
 
 import specviz as sv
 from specviz import policies as P
 from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
 from specviz.drafters import early_exit_model
 from specviz.prompts import render_prompt
-from specviz.stats import goodness_of_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -77,26 +74,8 @@ def test_one_row_batch_equals_the_serial_engine(name, kw):
 def test_batched_rows_with_a_policy_follow_the_exact_law(name, verifier, ok):
     """8,000 rows of one prompt, the policy shared by the batch (its gamma depends on the
     other rows' past). Exact 3-token law; alpha 1e-3 (fixed seeds), control p < 1e-6."""
-    params = sv.SamplingParams(True)
-    law = sv.exact_continuation_law(TARGET, [0], 3, params)
-    keys = sorted(law)
-    counts: collections.Counter = collections.Counter()
-    for chunk in range(4):
-        br = speculative_generate_batch(
-            TARGET,
-            DRAFT,
-            [0],
-            num_sequences=2000,
-            gamma=POLICIES[name](),
-            max_new_tokens=3,
-            do_sample=True,
-            seed=chunk * 2000,
-            verifier=verifier,
-        )
-        counts.update(tuple(s) for s in br.sequences)
-    assert set(counts) <= set(law)
-    res = goodness_of_fit(np.array([counts[k] for k in keys]), np.array([law[k] for k in keys]))
-    assert (res.pvalue > 1e-3) if ok else (res.pvalue < 1e-6), res.pvalue
+    p = batched_law_pvalue(TARGET, DRAFT, POLICIES[name], verifier, chunks=4)
+    assert (p > 1e-3) if ok else (p < 1e-6), p
 
 
 def test_ema_falls_back_while_the_batch_is_large():

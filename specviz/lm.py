@@ -67,7 +67,7 @@ class HFRunner:
         ids = tokens.to(self.device, torch.long).view(1, -1)  # [1, n]
         if return_hidden:
             return self._extend_hidden(ids, num_logits)
-        out = self.model(
+        out = self._forward_for(ids.shape[1])(
             input_ids=ids,
             use_cache=True,
             logits_to_keep=num_logits,
@@ -75,6 +75,10 @@ class HFRunner:
         )
         self.length += ids.shape[1]
         return out.logits[0, -num_logits:].float()  # [num_logits, V]
+
+    def _forward_for(self, n: int) -> Any:
+        """The callable that runs an extend of ``n`` tokens (the model itself here)."""
+        return self.model
 
     def _extend_hidden(self, ids: torch.Tensor, num_logits: int):
         base = self.model.get_decoder() if hasattr(self.model, "get_decoder") else self.model.model
@@ -129,7 +133,6 @@ class StaticRunner(HFRunner):
         self.cache = StaticCache(config=self.model.config, max_cache_len=self.max_length)
         self.length = 0
 
-    @torch.inference_mode()
     def extend(self, tokens: torch.Tensor, num_logits: int, return_hidden: bool = False):
         n = tokens.numel()
         if self.length + n > self.max_length:
@@ -137,17 +140,12 @@ class StaticRunner(HFRunner):
                 f"static KV cache full: {self.length} + {n} tokens > max_length={self.max_length}; "
                 "pass a larger max_length to use_static_cache()"
             )
-        if return_hidden or self._compiled is None or n > self.compile_max_tokens:
-            return super().extend(tokens, num_logits, return_hidden)
-        ids = tokens.to(self.device, torch.long).view(1, -1)  # [1, n]
-        out = self._compiled(
-            input_ids=ids,
-            use_cache=True,
-            logits_to_keep=num_logits,
-            **{self._cache_kw: self.cache},
-        )
-        self.length += n
-        return out.logits[0, -num_logits:].float()  # [num_logits, V]
+        return super().extend(tokens, num_logits, return_hidden)
+
+    def _forward_for(self, n: int) -> Any:
+        if self._compiled is None or n > self.compile_max_tokens:
+            return self.model  # prefill stays eager: few compiled shapes
+        return self._compiled
 
 
 def _compiled_forward(model: Any, mode: str) -> Any:

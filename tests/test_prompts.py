@@ -89,6 +89,48 @@ def test_shipped_records_follow_the_conventions() -> None:
     assert sum(any(m["role"] == "assistant" for m in r["messages"]) for r in chats) >= 3
 
 
+HEAD_PROMPTS = REPO / "data" / "head_prompts.jsonl"
+
+
+def _text(p: Prompt) -> str:
+    return " ".join(m["content"] for m in p.messages_list())
+
+
+def _near_copies(heldout: list[Prompt], others: list[Prompt], threshold: float = 0.8) -> list:
+    """(heldout id, other id, similarity) for every pair at least ``threshold`` alike."""
+    import difflib
+
+    hits = []
+    for h in heldout:
+        for o in others:
+            m = difflib.SequenceMatcher(None, _text(h), _text(o), autojunk=False)
+            if m.quick_ratio() >= threshold and m.ratio() >= threshold:
+                hits.append((h.id, o.id, round(m.ratio(), 2)))
+    return hits
+
+
+def test_head_prompts_are_train_only_and_apart_from_the_main_set() -> None:
+    head = load_prompts(HEAD_PROMPTS)
+    counts = Counter(p.category for p in head)
+    assert set(counts) == set(CATEGORIES) and min(counts.values()) >= 40, counts
+    assert {p.split for p in head} == {"train"}
+    assert all(p.id.startswith("head-") for p in head)
+    main = load_prompts()
+    assert not {p.id for p in head} & {p.id for p in main}
+    assert not [p for p in main if p.id.startswith("head-")], "the default loader must not see them"
+    heldout = [p for p in main if p.split == "heldout"]
+    assert _near_copies(heldout, head) == []
+
+
+def test_near_copy_check_catches_an_edited_heldout_prompt() -> None:
+    heldout = load_prompts(split="heldout")
+    h = heldout[7]
+    msgs = h.messages_list()
+    msgs[-1]["content"] = msgs[-1]["content"].replace("the", "a", 2) + " Thanks!"
+    copy = Prompt(id="head-copy-01", category=h.category, messages=tuple(msgs), split="train")
+    assert [hit[:2] for hit in _near_copies(heldout, [copy])] == [(h.id, "head-copy-01")]
+
+
 def test_categories_filter() -> None:
     prompts = load_prompts(categories=["code", "structured"])
     assert prompts

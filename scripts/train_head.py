@@ -52,6 +52,8 @@ from specviz.prompts import load_prompts, render_prompt  # noqa: E402
 
 MODEL = "smollm2-135m"
 ROUND_SEED = 100_003  # seed offset between sampling rounds
+EXTRA_SEED = 200_003  # seed offset of the --extra-prompts rows
+EXTRA_PROMPTS = ROOT / "data" / "head_prompts.jsonl"
 
 
 def log(msg: str) -> None:
@@ -211,27 +213,34 @@ def sample_rows(model, prompt: list[int], temps: list[float], max_new: int, eos:
     return pf.half(), rows
 
 
-def sampled_sequences(model, tok, args) -> tuple[list, list, dict]:
-    """``args.samples`` sampled continuations of every train prompt, temperatures cycling
-    through ``args.temperatures``. Prompt j draws from its own torch.Generator seeded with
+def sampled_sequences(
+    model, tok, args, prompts: list | None = None, *, extra: bool = False
+) -> tuple[list, list, dict]:
+    """Sampled continuations of every prompt (the train split unless ``prompts`` is given),
+    temperatures cycling through ``args.temperatures``: ``args.samples`` rows per prompt and
+    round, ``args.sample_rounds`` rounds (``args.extra_samples`` rows in one round for the
+    ``extra`` prompts). Prompt j draws from its own torch.Generator seeded with
     ``args.seed + j`` (as :mod:`specviz.batch` seeds rows), so each prompt's rows are cached
-    on their own and the same whichever process computes them: ``--data-only --reverse`` in
+    on their own and the same whichever process computes them: ``--sample-only --reverse`` in
     a second process fills the cache from the other end while the main run works forward.
     Returns (tokens, start) per sequence, (features, greedy token) per sequence, counts."""
-    prompts = load_prompts(split="train")
-    if args.quick:
-        prompts = prompts[:2]
+    if prompts is None:
+        prompts = load_prompts(split="train")
+        if args.quick:
+            prompts = prompts[:2]
     rendered = [render_prompt(tok, p) for p in prompts]
-    temps = [args.temperatures[r % len(args.temperatures)] for r in range(args.samples)]
-    # round r > 0 draws another args.samples rows per prompt from seed + j + r * ROUND_SEED
+    n_rows, n_rounds = (args.extra_samples, 1) if extra else (args.samples, args.sample_rounds)
+    base = args.seed + (EXTRA_SEED if extra else 0)
+    temps = [args.temperatures[r % len(args.temperatures)] for r in range(n_rows)]
+    # round r > 0 draws another n_rows rows per prompt from seed + j + r * ROUND_SEED
     # (round 0 keeps the original seeds, so earlier caches stay valid)
-    units = [(r, j) for r in range(args.sample_rounds) for j in range(len(rendered))]
+    units = [(r, j) for r in range(n_rounds) for j in range(len(rendered))]
     per_unit: dict = {}
     order = units[:: -1 if args.reverse else 1]
     t0, done, cached = time.perf_counter(), 0, 0
     for n, (r, j) in enumerate(order, start=1):
         ids = rendered[j]
-        seed = args.seed + j + r * ROUND_SEED
+        seed = base + j + r * ROUND_SEED
         path = _tensor_cache("sampled", [ids, temps, args.sample_new_tokens, seed])
         if path.is_file() and not args.quick:
             per_unit[r, j], cached = torch.load(path, weights_only=True), cached + 1
@@ -259,13 +268,47 @@ def sampled_sequences(model, tok, args) -> tuple[list, list, dict]:
             data.append((torch.cat([pf, f]), torch.cat([top_p, top])))
     counts = {
         "sampled_prompts": len({j for _, j in keep}),
-        "sample_rounds": args.sample_rounds,
+        "sample_rounds": n_rounds,
         "sampled_sequences": len(seqs),
         "sampled_tokens": sum(len(s) - st for s, st in seqs),
         "temperatures": sorted(set(temps)),
-        "samples_per_prompt": args.samples,
+        "samples_per_prompt": n_rows,
         "sample_max_new_tokens": args.sample_new_tokens,
     }
+    return seqs, data, counts
+
+
+def load_extra_prompts(args) -> list:
+    """The head-only training prompts (``--extra-prompts``; every one must be ``train``)."""
+    if args.extra_prompts is None or str(args.extra_prompts) == "none":
+        return []
+    prompts = load_prompts(args.extra_prompts)
+    wrong = [p.id for p in prompts if p.split != "train"]
+    if wrong:
+        raise ValueError(
+            f"{args.extra_prompts}: extra training prompts must be split 'train': {wrong[:5]}"
+        )
+    return prompts[:2] if args.quick else prompts
+
+
+def extra_sequences(model, tok, args, prompts: list) -> tuple[list, list, dict]:
+    """The ``--extra-prompts`` data: one greedy answer per prompt, teacher-forced (its own
+    caches, so the main train-split caches stay valid), plus ``--extra-samples`` sampled rows."""
+    rendered = [render_prompt(tok, p) for p in prompts]
+    c: dict = {"rounds_from_cache": 0}
+    greedy = _cached_round(model, tok, rendered, args, "extra prompts", c)
+    seqs = [(s, len(ids)) for s, ids in zip(greedy, rendered, strict=True)]
+    data = teacher_force(model, greedy, quick=args.quick)
+    counts = {
+        "prompts": len(prompts),
+        "prompts_file": Path(args.extra_prompts).name,
+        "greedy_tokens": sum(len(s) - st for s, st in seqs),
+    }
+    if args.extra_samples:
+        s_seqs, s_data, s_counts = sampled_sequences(model, tok, args, prompts, extra=True)
+        seqs, data = seqs + s_seqs, data + s_data
+        counts |= {k: s_counts[k] for k in ("sampled_sequences", "sampled_tokens")}
+        counts["samples_per_prompt"] = s_counts["samples_per_prompt"]
     return seqs, data, counts
 
 
@@ -441,12 +484,16 @@ def train(model, data, seqs, vocab_ids, args) -> tuple[EagleHead, list[dict]]:
 # -- 3. evaluation ------------------------------------------------------------------------
 
 
-def evaluate(model, tok, weights_stem: Path, args, *, lookup: bool = False) -> dict:
+def evaluate(
+    model, tok, weights_stem: Path, args, *, lookup: bool = False, split: str = "heldout"
+) -> dict:
     """Mean accepted length of the saved head on heldout prompts, gamma=4, greedy; with
-    ``lookup`` the head + prompt-lookup hybrid (copy when a 2-3-gram repeats, else the head)."""
+    ``lookup`` the head + prompt-lookup hybrid (copy when a 2-3-gram repeats, else the head).
+    ``split="train"`` measures the same on the prompts the head was fit on: the gap between
+    the two is how much the head memorised rather than learned."""
     copier = PromptLookupDrafter(max_ngram=3, min_ngram=2) if lookup else None
     drafter = HeadDrafter.from_pretrained(model, weights_stem, lookup=copier)
-    prompts = load_prompts(split="heldout", per_category=args.eval_per_category)
+    prompts = load_prompts(split=split, per_category=args.eval_per_category)
     per_cat: dict[str, list[int]] = {}
     tokens = calls = 0
     for p in prompts:
@@ -465,10 +512,10 @@ def evaluate(model, tok, weights_stem: Path, args, *, lookup: bool = False) -> d
         c[0] += len(r.new_tokens)
         c[1] += r.target_calls
     mal = tokens / calls
-    log(f"heldout mean accepted length (gamma=4, greedy), {drafter.name}: {mal:.3f}")
+    log(f"{split} mean accepted length (gamma=4, greedy), {drafter.name}: {mal:.3f}")
     return {
         "drafter": drafter.name,
-        "split": "heldout",
+        "split": split,
         "gamma": 4,
         "mode": "greedy",
         "prompts": len(prompts),
@@ -485,8 +532,8 @@ def eval_only(model, tok, args, t_start: float) -> dict:
     """Evaluate the saved head and merge the result into its card (re-read just before the
     write, so two evaluations running at once both land)."""
     lookup = args.eval_only == "lookup"
-    result = evaluate(model, tok, args.out, args, lookup=lookup)
-    key = "heldout_eval_with_lookup" if lookup else "heldout_eval"
+    result = evaluate(model, tok, args.out, args, lookup=lookup, split=args.eval_split)
+    key = f"{args.eval_split}_eval" + ("_with_lookup" if lookup else "")
     result["seconds"] = round(time.perf_counter() - t_start, 1)
     result["command"] = "python scripts/train_head.py " + " ".join(
         sys.argv[1:] if args.argv is None else args.argv
@@ -515,6 +562,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="rounds of --samples rows per prompt (each round its own seeds and cache entry)",
     )
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.7, 0.9])
+    ap.add_argument(
+        "--extra-prompts",
+        default=str(EXTRA_PROMPTS),
+        help="head-only training prompts (JSONL, split 'train'; 'none' to skip)",
+    )
+    ap.add_argument("--extra-samples", type=int, default=6, help="sampled rows per extra prompt")
+    ap.add_argument(
+        "--extra-only", action="store_true", help="with --sample-only: sample the extra prompts"
+    )
     ap.add_argument("--sample-new-tokens", type=int, default=40)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=8)
@@ -549,6 +605,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "result to its JSON card; both can run at once in two processes",
     )
     ap.add_argument(
+        "--eval-split",
+        choices=["heldout", "train"],
+        default="heldout",
+        help="with --eval-only: the prompts to measure on (train shows memorisation)",
+    )
+    ap.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -559,7 +621,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.argv = argv
     if args.quick:
         args.max_new_tokens, args.epochs, args.unroll, args.follow_ups = 8, 1, 2, 1
-        args.samples, args.sample_new_tokens = 3, 6
+        args.samples, args.sample_new_tokens, args.extra_samples = 3, 6, 2
         args.draft_vocab, args.intermediate = 1024, 64
         args.eval_per_category, args.eval_max_new_tokens = 0, 0
     return args
@@ -577,13 +639,19 @@ def main(argv: list[str] | None = None, *, model=None, tokenizer=None) -> dict:
     if args.eval_only:
         return eval_only(model, tok, args, t_start)
 
+    extra = load_extra_prompts(args)
     if args.sample_only:  # a helper process: only fill the sampled-data cache
+        if args.extra_only:
+            return sampled_sequences(model, tok, args, extra, extra=True)[2]
         return sampled_sequences(model, tok, args)[2]
     seqs, counts = training_sequences(model, tok, args)
     data = teacher_force(model, [s for s, _ in seqs], quick=args.quick)
     if args.samples:
         s_seqs, s_data, s_counts = sampled_sequences(model, tok, args)
         seqs, data, counts = seqs + s_seqs, data + s_data, counts | s_counts
+    if extra:
+        e_seqs, e_data, counts["extra_prompts"] = extra_sequences(model, tok, args, extra)
+        seqs, data = seqs + e_seqs, data + e_data
     t_data = time.perf_counter()
     positions = sum(f.shape[0] - start for (f, _), (_, start) in zip(data, seqs, strict=True))
     log(f"data: {len(seqs)} sequences, {positions} positions to learn from")
@@ -613,7 +681,8 @@ def main(argv: list[str] | None = None, *, model=None, tokenizer=None) -> dict:
             "max_new_tokens": args.max_new_tokens,
             "source": (
                 "target's own continuations: greedy (transformers generate, batched) with "
-                "follow-up turns, plus sampled rows (several temperatures) per train prompt"
+                "follow-up turns, plus sampled rows (several temperatures) per train prompt; "
+                "greedy and sampled answers to the head-only prompts (extra_prompts)"
             ),
         },
         "training": {
@@ -629,6 +698,7 @@ def main(argv: list[str] | None = None, *, model=None, tokenizer=None) -> dict:
                 "noise",
                 "samples",
                 "sample_rounds",
+                "extra_samples",
                 "temperatures",
                 "train_seconds",
                 "intermediate",

@@ -8,6 +8,7 @@ p < 1e-6.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -55,21 +56,29 @@ def test_shipped_head_is_small_safetensors_with_metadata():
     for ev in (alone, hybrid):
         assert ev["split"] == "heldout" and ev["gamma"] == 4 and ev["mode"] == "greedy"
         assert ev["prompts"] == 40
-    # Measured when the weights were trained: the head alone ~1.44 tokens per target call on
-    # heldout prompts, with prompt lookup in front ~1.96 (a drafter that never helps gives 1.0).
-    assert alone["mean_accepted_length"] > 1.3
-    assert hybrid["mean_accepted_length"] >= 1.5, "head + lookup is below the 1.5 floor"
+    # As recorded when the weights were trained (re-measured live below): the head alone ~1.58
+    # tokens per target call on heldout prompts, with prompt lookup in front ~2.07.
+    assert alone["mean_accepted_length"] >= 1.5, "the head alone is below the 1.5 floor"
+    assert hybrid["mean_accepted_length"] >= alone["mean_accepted_length"]
+    # the head-only prompts were used (the remedy for memorising the 82 train prompts)
+    assert meta["data"]["extra_prompts"]["prompts"] >= 320
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shipped head alone reaches ~1.44 < 1.5 (107k training positions, 6 epochs, "
-    "still improving); train longer or on more sampled rows, then drop this mark",
-)
-def test_shipped_head_alone_meets_the_issue_floor():
+def test_shipped_head_alone_meets_the_issue_floor(smollm2):
+    """Re-measures the card's held-out number from scratch (40 prompts, gamma 4, greedy, 64
+    new tokens, the training script's own evaluation) instead of trusting the card: the head
+    alone must reach the issue's floor of 1.5 tokens per target call, and the card must say
+    what this machine measures (greedy is deterministic; rounding may flip a rare near-tie)."""
+    model, tok = smollm2
     stem = default_head_path()
-    meta = json.loads(stem.with_name(stem.name + ".json").read_text())
-    assert meta["heldout_eval"]["mean_accepted_length"] >= 1.5
+    card = json.loads(stem.with_name(stem.name + ".json").read_text())["heldout_eval"]
+    args = argparse.Namespace(
+        eval_per_category=card["prompts"] // 8, eval_max_new_tokens=card["max_new_tokens"]
+    )
+    live = _train_module().evaluate(model, tok, stem, args)
+    assert live["prompts"] == card["prompts"] == 40
+    assert live["mean_accepted_length"] >= 1.5, live
+    assert abs(live["mean_accepted_length"] - card["mean_accepted_length"]) < 0.03, (live, card)
 
 
 @pytest.fixture(scope="module")

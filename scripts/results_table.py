@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 from specviz.analysis import Session, run_grid, session, summarize  # noqa: E402
 from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter  # noqa: E402
-from specviz.heads import HeadDrafter, head_fingerprint  # noqa: E402
+from specviz.heads import HeadDrafter  # noqa: E402
 from specviz.models import load_model, load_pair, load_tokenizer  # noqa: E402
 from specviz.prompts import load_prompts  # noqa: E402
 from specviz.suffix import SuffixDrafter  # noqa: E402
@@ -92,7 +92,8 @@ def smollm2_grid(args) -> pd.DataFrame:
     )
     parts = [] if args.skip_plain else [run_grid(model, plain, prompts, **kw)]
     if not args.skip_head:
-        parts.append(run_grid(model, heads, prompts, tag=f"head={head_fingerprint()}", **kw))
+        tag = f"head={heads['EAGLE-style head'].cache_tag}"  # the weights' fingerprint
+        parts.append(run_grid(model, heads, prompts, tag=tag, **kw))
     df = pd.concat(parts, ignore_index=True)
     df.attrs = {k: sum(p.attrs.get(k, 0) for p in parts) for k in ("computed", "cached")}
     df["model"] = "SmolLM2-135M"

@@ -204,11 +204,17 @@ def save_head(
 def head_fingerprint(path: str | Path | None = None) -> str:
     """A short hash of a head's weights file (default: the shipped head): cached results
     computed with one set of weights must not be reused for another."""
-    import hashlib
-
     path = Path(path or default_head_path())
     weights = path if path.suffix == WEIGHTS_SUFFIX else path.with_name(path.name + WEIGHTS_SUFFIX)
-    return hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    st = weights.stat()  # a grid builds a drafter per generation: hash each file version once
+    return _file_sha256(str(weights.resolve()), st.st_mtime_ns, st.st_size)[:12]
+
+
+@functools.lru_cache(maxsize=16)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def load_head(path: str | Path) -> tuple[EagleHead, torch.Tensor | None, dict[str, Any]]:

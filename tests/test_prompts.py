@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import re
@@ -98,8 +99,6 @@ def _text(p: Prompt) -> str:
 
 def _near_copies(heldout: list[Prompt], others: list[Prompt], threshold: float = 0.8) -> list:
     """(heldout id, other id, similarity) for every pair at least ``threshold`` alike."""
-    import difflib
-
     hits = []
     for h in heldout:
         for o in others:

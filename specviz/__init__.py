@@ -4,6 +4,7 @@ from .batch import BatchResult, autoregressive_generate_batch, speculative_gener
 from .consistency import ConsistencyReport, GreedyReport, consistency_check, greedy_check
 from .drafters import Draft, Drafter, EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
 from .engine import GenerationResult, autoregressive_generate, speculative_generate
+from .packed import stock_linears, use_packed_weights
 from .sampling import SamplingParams, logits_to_probs
 from .toy import ToyLM, exact_continuation_law, toy_pair
 from .trace import Trace, TraceFormatError
@@ -34,5 +35,7 @@ __all__ = [
     "exact_continuation_law",
     "logits_to_probs",
     "speculative_generate",
+    "stock_linears",
     "toy_pair",
+    "use_packed_weights",
 ]

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from tqdm.auto import tqdm
 
 from .engine import autoregressive_generate, speculative_generate
@@ -51,14 +52,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-category", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
+    p.add_argument(
+        "--packed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pre-pack linear weights for oneDNN on CPU (ignored on other devices)",
+    )
     p.add_argument("--out", default="reports/traces", help="where traces are saved")
 
 
 def run(args: argparse.Namespace) -> list[DemoRow]:
     print(f"loading target {args.target} and draft {args.draft} ...", flush=True)
     t0 = time.perf_counter()
-    target, draft, tok = load_pair(args.target, args.draft, dtype=args.dtype, device=args.device)
-    print(f"loaded in {time.perf_counter() - t0:.1f} s", flush=True)
+    packed = args.packed and torch.device(args.device).type == "cpu"
+    target, draft, tok = load_pair(
+        args.target, args.draft, dtype=args.dtype, device=args.device, packed=packed
+    )
+    note = " (linear weights packed for oneDNN)" if packed else ""
+    print(f"loaded in {time.perf_counter() - t0:.1f} s{note}", flush=True)
     prompts = load_prompts(
         categories=[c.strip() for c in args.categories.split(",")], per_category=args.per_category
     )

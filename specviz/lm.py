@@ -12,8 +12,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from .packed import packed_layers, stock_linears, use_packed_weights
+
 __all__ = [
     "LMRunner",
+    "packed_layers",
+    "stock_linears",
+    "use_packed_weights",
     "HFRunner",
     "StaticRunner",
     "as_runner",
@@ -175,6 +180,11 @@ def use_static_cache(
     if not (isinstance(model, torch.nn.Module) and hasattr(model, "config")):
         raise TypeError(
             f"use_static_cache needs a transformers causal LM, got {type(model).__name__}"
+        )
+    if compile and packed_layers(model):
+        raise ValueError(
+            "use_static_cache(compile=True): the model runs on packed CPU weights, which "
+            "torch.compile cannot trace; call specviz.use_packed_weights(model, False) first"
         )
     StaticRunner(model, max_length)  # validates the arguments now, not at first use
     model.__dict__["_specviz_static"] = dict(max_length=max_length, compile=compile, mode=mode)

@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from .packed import packed_bytes
+
 __all__ = [
     "RequestMetrics",
     "AggregateMetrics",
@@ -264,10 +266,16 @@ class MemoryReport:
     kv_bytes_at_context: int  # both caches at ``context_tokens`` (+ gamma draft slots)
     peak_rss_bytes: int
     cuda_peak_bytes: int | None
+    packed_weights_bytes: int = 0  # oneDNN copies of the linear weights (use_packed_weights)
 
     @property
     def total_bytes(self) -> int:
-        return self.target_weights_bytes + self.draft_weights_bytes + self.kv_bytes_at_context
+        return (
+            self.target_weights_bytes
+            + self.draft_weights_bytes
+            + self.packed_weights_bytes
+            + self.kv_bytes_at_context
+        )
 
 
 def _model_dtype(model: Any) -> torch.dtype:
@@ -283,6 +291,8 @@ def memory_report(
     """Weights, KV-cache and peak memory of a target (and draft model, if any).
 
     A draft that shares the target's weights (early exit) adds its KV cache but no weights.
+    Packed linear weights (:func:`specviz.use_packed_weights`) are a second copy and are
+    counted in ``packed_weights_bytes``.
     """
     draft_model = getattr(draft, "model", draft)
     t_bytes = weights_bytes(target)
@@ -313,6 +323,8 @@ def memory_report(
         kv_bytes_at_context=slots * (t_kv + d_kv),
         peak_rss_bytes=peak_rss_bytes(),
         cuda_peak_bytes=cuda_peak,
+        packed_weights_bytes=packed_bytes(target)
+        + (packed_bytes(draft_model) if draft_model is not target else 0),
     )
 
 

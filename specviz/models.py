@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import torch
 
+from .packed import use_packed_weights
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
@@ -673,12 +675,16 @@ def load_model(
     source: Source = "auto",
     trust_remote_code: bool = False,
     progress: bool = True,
+    packed: bool = False,
 ) -> PreTrainedModel:
     """Load a causal LM in eval mode with gradients off.
 
     ``name_or_path`` is a built-in name (see ``BUILTIN_MODELS``), a local model folder, a local
     ``.gguf`` file (dequantized on every call, not cached), or a hub name. ``source="hub"`` loads
     a built-in from its hub id; ``source="local"`` never contacts the hub.
+    ``packed=True`` (CPU only) pre-packs the linear weights for oneDNN
+    (:func:`specviz.packed.use_packed_weights`): decode steps ~1.6x and verify passes ~2.5x
+    faster, at the cost of a second copy of the linear layers' weights.
     """
     torch_dtype = resolve_dtype(dtype)
     location = _resolve(name_or_path, source, progress)
@@ -692,6 +698,8 @@ def load_model(
     model = model.to(device)
     model.eval()
     model.requires_grad_(False)
+    if packed:
+        use_packed_weights(model)
     return model
 
 
@@ -722,18 +730,23 @@ def load_pair(
     draft_dtype: torch.dtype | str | None = None,
     source: Source = "auto",
     progress: bool = True,
+    packed: bool = False,
 ) -> ModelPair:
-    """Load a target and a draft that share one vocabulary (checked before the weights load)."""
+    """Load a target and a draft that share one vocabulary (checked before the weights load).
+    ``packed`` is passed to both :func:`load_model` calls."""
     target_tokenizer = load_tokenizer(target, source=source, progress=progress)
     draft_tokenizer = load_tokenizer(draft, source=source, progress=progress)
     check_vocab(target_tokenizer, draft_tokenizer)
-    target_model = load_model(target, dtype=dtype, device=device, source=source, progress=progress)
+    target_model = load_model(
+        target, dtype=dtype, device=device, source=source, progress=progress, packed=packed
+    )
     draft_model = load_model(
         draft,
         dtype=dtype if draft_dtype is None else draft_dtype,
         device=device,
         source=source,
         progress=progress,
+        packed=packed,
     )
     check_vocab_models(target_model, draft_model, tokenizer=target_tokenizer)
     return ModelPair(target_model, draft_model, target_tokenizer)

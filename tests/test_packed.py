@@ -1,0 +1,160 @@
+"""Packed (oneDNN) linear weights: same outputs as F.linear up to summation order, the
+stock path on demand, clean unpacking, clear errors, greedy text unchanged on SmolLM2."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import specviz as sv
+import specviz.packed as packed_mod
+from specviz.drafters import PromptLookupDrafter
+from specviz.lm import use_static_cache
+from specviz.packed import packed_layers, stock_linears, use_packed_weights
+from specviz.prompts import load_prompts, render_prompt
+from specviz.synthetic import random_llama
+
+pytestmark = [
+    pytest.mark.usefixtures("one_thread"),
+    pytest.mark.skipif(not packed_mod.packing_available(), reason="no oneDNN in this torch"),
+]
+
+
+def _mlp(dtype=torch.float32, bias=True) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(64, 160, bias=bias), nn.GELU(), nn.Linear(160, 48, bias=bias)
+    ).to(dtype)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(1, 64), (5, 64), (1, 32, 64)])
+def test_packed_forward_matches_f_linear(dtype, tol, bias, shape):
+    model = _mlp(dtype, bias)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    with torch.no_grad():
+        ref = model(x)
+        assert use_packed_weights(model) == 2
+        got = model(x)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    torch.testing.assert_close(got, ref, rtol=tol, atol=tol)
+    # control: the comparison sees a wrong packed weight (a stale snapshot after an edit)
+    with torch.no_grad():
+        model[0].weight.mul_(1.1)
+        ref_edited = nn.functional.linear(x, model[0].weight, model[0].bias)
+        stale = model[0](x)
+    assert not torch.allclose(stale, ref_edited, rtol=tol, atol=tol)
+
+
+def test_packed_kernel_runs_and_stock_linears_pauses_it(monkeypatch):
+    model = _mlp()
+    use_packed_weights(model)
+    calls = []
+    real = packed_mod._packed_linear
+    monkeypatch.setattr(packed_mod, "_packed_linear", lambda *a: calls.append(1) or real(*a))
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        model(x)
+        assert len(calls) == 2
+        with stock_linears(model):
+            stock = model(x)
+        assert len(calls) == 2  # no packed call inside the block
+        ref = nn.functional.linear(
+            nn.functional.gelu(nn.functional.linear(x, model[0].weight, model[0].bias)),
+            model[2].weight,
+            model[2].bias,
+        )
+        assert torch.equal(stock, ref)  # bit for bit the stock path
+        model(x)
+    assert len(calls) == 4  # packing is back after the block
+
+
+def test_unpacking_restores_the_module_and_frees_the_copy():
+    model = _mlp()
+    assert use_packed_weights(model) == 2
+    assert use_packed_weights(model) == 2  # idempotent
+    assert packed_layers(model) == 2
+    assert "forward" in model[0].__dict__
+    use_packed_weights(model, False)
+    assert packed_layers(model) == 0
+    assert "forward" not in model[0].__dict__
+    x = torch.randn(2, 64)
+    with torch.no_grad():
+        assert torch.equal(model[0](x), nn.functional.linear(x, model[0].weight, model[0].bias))
+
+
+def test_autograd_takes_the_stock_path():
+    model = _mlp()
+    model.requires_grad_(True)
+    use_packed_weights(model)
+    x = torch.randn(4, 64, requires_grad=True)
+    model(x).sum().backward()  # the packed op has no backward: must not be used here
+    assert x.grad is not None and model[0].weight.grad is not None
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="no CPU float32/bfloat16 nn.Linear"):
+        use_packed_weights(nn.Embedding(10, 4))
+    model = _mlp()
+    use_packed_weights(model)
+    with pytest.raises(TypeError, match="input dtype"), torch.no_grad():
+        model(torch.randn(2, 64, dtype=torch.float64))
+    llama = random_llama("tiny", seed=0)
+    use_packed_weights(llama)
+    with pytest.raises(ValueError, match="packed CPU weights"):
+        use_static_cache(llama, 64, compile=True)
+    use_static_cache(llama, 64)  # the eager static cache is fine with packed weights
+    out = sv.autoregressive_generate(llama, [1, 2, 3], max_new_tokens=4)
+    assert len(out.new_tokens) == 4
+
+
+def test_smollm2_greedy_text_is_unchanged_by_packing(smollm2):
+    """On packed weights specviz's speculative and plain decoding and transformers'
+    ``generate`` on the stock kernels give the same greedy text (2 prompts x 32 tokens)."""
+    model, tok = smollm2
+    prompts = [render_prompt(tok, p) for p in load_prompts(categories="code", per_category=2)]
+    kw = dict(max_new_tokens=32, eos_token_id=tok.eos_token_id)
+    try:
+        assert use_packed_weights(model) > 100
+        for ids in prompts:
+            with stock_linears(model):
+                x = torch.tensor([ids])
+                hf = model.generate(
+                    x,
+                    attention_mask=torch.ones_like(x),
+                    max_new_tokens=32,
+                    do_sample=False,
+                    eos_token_id=tok.eos_token_id,
+                    pad_token_id=tok.eos_token_id,
+                )[0, len(ids) :].tolist()
+            plain = sv.autoregressive_generate(model, ids, **kw).new_tokens
+            spec = sv.speculative_generate(model, PromptLookupDrafter(), ids, gamma=4, **kw)
+            assert plain == hf
+            assert spec.new_tokens == hf
+    finally:
+        use_packed_weights(model, False)
+    assert packed_layers(model) == 0
+
+
+def test_load_model_packed_flag():
+    from specviz.models import load_model
+
+    model = load_model("smollm2-135m", progress=False, packed=True)
+    assert packed_layers(model) == sum(isinstance(m, nn.Linear) for m in model.modules())
+
+
+def test_memory_report_counts_the_packed_copy():
+    from specviz.metrics import memory_report, weights_bytes
+
+    llama = random_llama("tiny", seed=0)
+    before = memory_report(llama, context_tokens=16)
+    assert before.packed_weights_bytes == 0
+    use_packed_weights(llama)
+    after = memory_report(llama, context_tokens=16)
+    linear = sum(m.weight.numel() * 4 for m in llama.modules() if isinstance(m, nn.Linear))
+    assert after.packed_weights_bytes >= linear  # a second copy (blocked layouts may pad)
+    assert after.packed_weights_bytes < 1.5 * linear
+    assert after.total_bytes == before.total_bytes + after.packed_weights_bytes
+    assert weights_bytes(llama) == before.target_weights_bytes  # the dense weights stay

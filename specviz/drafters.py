@@ -151,17 +151,18 @@ class ModelDrafter:
     def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
         pending = self._sync(context)
         logits = self.runner.extend(pending, 1)[-1]  # [V]
-        fed = [self._fed, pending.cpu()]
         tokens, qs = [], []
         for i in range(k):
+            # tokens stay on the model's device inside the loop: no host sync per draft token
             tok, q = _draft_step(logits, self.params, self.mode, generator)
             tokens.append(tok)
             qs.append(q)
             if i + 1 < k:
                 logits = self.runner.extend(tok.view(1), 1)[-1]
-                fed.append(tok.view(1).cpu())
-        self._fed = torch.cat(fed)
-        return Draft(torch.stack(tokens).cpu(), torch.stack(qs))
+        drafted = torch.stack(tokens).cpu()  # [k], the one host sync of this draft
+        # the runner has seen pending and every draft token but the last
+        self._fed = torch.cat([self._fed, pending.cpu(), drafted[: k - 1]])
+        return Draft(drafted, torch.stack(qs))
 
     def feedback(self, num_accepted: int) -> None:
         # Nothing to do: the next propose() crops to the shared prefix.

@@ -33,15 +33,27 @@ class Pair:
     eos: int | None
 
 
-def load_pair(name: str) -> Pair:
+def packed_flag(ap) -> None:
+    """``--packed/--no-packed``: run specviz on packed (oneDNN) linear weights (default)."""
+    import argparse
+
+    ap.add_argument(
+        "--packed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pre-pack linear weights for oneDNN (specviz.use_packed_weights); default on",
+    )
+
+
+def load_pair(name: str, *, packed: bool = False) -> Pair:
     if name == "smollm2":
         tok = load_tokenizer("smollm2-135m", progress=False)
-        model = load_model("smollm2-135m", progress=False)
+        model = load_model("smollm2-135m", progress=False, packed=packed)
         return Pair("smollm2-135m + prompt lookup", model, tok, None, 4, tok.eos_token_id)
     if name == "qwen":
         tok = load_tokenizer("qwen2.5-coder-1.5b", progress=False)
-        target = load_model("qwen2.5-coder-1.5b", progress=False)
-        draft = load_model("qwen2.5-coder-0.5b", progress=False)
+        target = load_model("qwen2.5-coder-1.5b", progress=False, packed=packed)
+        draft = load_model("qwen2.5-coder-0.5b", progress=False, packed=packed)
         return Pair("qwen2.5-coder 1.5b + 0.5b", target, tok, draft, 4, tok.eos_token_id)
     raise SystemExit(f"unknown pair {name!r}: choose smollm2 or qwen")
 

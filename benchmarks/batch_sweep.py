@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 import torch
+from _bench import packed_flag
 
 from specviz.load import batch_sweep, make_engine, mixed_prompts
 from specviz.widgets import load_models
@@ -47,11 +48,12 @@ def main() -> None:
     ap.add_argument("--verifier", default="lossless")
     ap.add_argument("--categories", default=None, help="comma-separated; default: all")
     ap.add_argument("--dtype", default="float32", help="e.g. bfloat16 for the Qwen pair")
+    packed_flag(ap)
     ap.add_argument("--out", default=None, help="CSV path (default under benchmarks/results/)")
     args = ap.parse_args()
     sizes = [int(b) for b in args.batch_sizes.split(",")]
 
-    models = load_models(args.target, args.draft, dtype=args.dtype)
+    models = load_models(args.target, args.draft, dtype=args.dtype, packed=args.packed)
     cats = args.categories.split(",") if args.categories else None
     # distinct prompts, one per row at the largest batch, tasks mixed
     prompts = mixed_prompts(models.tokenizer, max(sizes), categories=cats)
@@ -62,7 +64,7 @@ def main() -> None:
     ]
     print(
         f"{models.label}: batch sizes {sizes}, {args.tokens} new tokens, gamma {args.gamma}, "
-        f"verifier {args.verifier}, {args.dtype}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"verifier {args.verifier}, {args.dtype}{' packed' if args.packed else ''}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"{platform.processor() or platform.machine()}"
     )
     df = batch_sweep(
@@ -93,6 +95,7 @@ def main() -> None:
         )
     df["target"], df["draft"], df["verifier"] = args.target, args.draft, args.verifier
     df["gamma"], df["torch_threads"] = args.gamma, torch.get_num_threads()
+    df["packed"] = args.packed
     df["device"] = str(next(models.target.parameters()).device)
     # machine load (other processes) while it ran: timings on a busy machine are noise
     df["load_avg_1min"] = os.getloadavg()[0]
@@ -104,6 +107,7 @@ def main() -> None:
         / (
             f"batch_sweep_{slug(args.target)}_{slug(args.draft)}"
             + ("" if args.verifier == "lossless" else f"_{slug(args.verifier)}")
+            + ("_packed" if args.packed else "")
             + ".csv"
         )
     )

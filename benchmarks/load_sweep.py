@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 import torch
+from _bench import packed_flag
 
 from specviz.load import load_sweep, mixed_prompts
 from specviz.widgets import load_models
@@ -47,6 +48,7 @@ def main() -> None:
     ap.add_argument("--verifier", default="lossless")
     ap.add_argument("--categories", default=None)
     ap.add_argument("--dtype", default="float32", help="e.g. bfloat16 for the Qwen pair")
+    packed_flag(ap)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.rates and args.concurrencies:
@@ -57,13 +59,14 @@ def main() -> None:
         conc = args.concurrencies or "1,2,4,8,16"
         levels = {"concurrencies": [int(x) for x in conc.split(",")]}
 
-    models = load_models(args.target, args.draft, dtype=args.dtype)
+    models = load_models(args.target, args.draft, dtype=args.dtype, packed=args.packed)
     cats = args.categories.split(",") if args.categories else None
     # at least max-batch distinct prompts, so no batch repeats one
     prompts = mixed_prompts(models.tokenizer, max(16, args.max_batch), categories=cats)
     print(
         f"{models.label}: {levels}, {args.requests} requests, max batch {args.max_batch}, "
         f"{args.tokens} new tokens, gamma {args.gamma}, verifier {args.verifier}, "
+        f"{'packed' if args.packed else 'stock'} kernels, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
     sw = load_sweep(
@@ -93,6 +96,7 @@ def main() -> None:
         draft=args.draft,
         verifier=args.verifier,
         gamma=args.gamma,
+        packed=args.packed,
         load_avg_1min=os.getloadavg()[0],  # other processes: timings on a busy machine are noise
     )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
@@ -104,6 +108,7 @@ def main() -> None:
         / (
             f"load_sweep_{slug(args.target)}_{slug(args.draft)}_{scen}"
             + ("" if args.verifier == "lossless" else f"_{slug(args.verifier)}")
+            + ("_packed" if args.packed else "")
             + ".csv"
         )
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _bench import load_pair, prompts, sv_plain, sv_spec
+from _bench import load_pair, packed_flag, prompts, sv_plain, sv_spec
 
 from specviz.theory import measure_verify_cost, optimal_gamma, predicted_vs_measured
 
@@ -27,8 +27,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--gammas", default="1,2,3,4,6")
+    packed_flag(ap)
     args = ap.parse_args()
-    pair = load_pair(args.pair)
+    pair = load_pair(args.pair, packed=args.packed)
     ids = prompts(pair, args.prompts)
     gammas = [int(g) for g in args.gammas.split(",")]
     T = args.tokens

@@ -13,6 +13,8 @@ import argparse
 import statistics
 import time
 
+from _bench import packed_flag
+
 import specviz as sv
 from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter
 from specviz.models import load_model, load_tokenizer
@@ -24,8 +26,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=4)
+    packed_flag(ap)
     args = ap.parse_args()
-    model, tok = load_model("smollm2-135m"), load_tokenizer("smollm2-135m")
+    model = load_model("smollm2-135m", packed=args.packed)
+    tok = load_tokenizer("smollm2-135m")
+    print(f"SmolLM2-135M, {'packed' if args.packed else 'stock'} linear kernels", flush=True)
     prompts = [render_prompt(tok, p) for p in load_prompts(per_category=1)[: args.prompts]]
     for name, make in [
         ("prompt_lookup", PromptLookupDrafter),

@@ -7,6 +7,13 @@ Four systems run interleaved on each prompt (order rotated per prompt and repeat
 transformers ``generate`` (plain), transformers assisted generation (the same draft model with
 ``num_assistant_tokens=gamma``, constant schedule, no confidence stop; or
 ``prompt_lookup_num_tokens=gamma`` for the n-gram pair), specviz plain, specviz speculative.
+On a CPU the specviz systems run on packed linear weights (:func:`specviz.use_packed_weights`,
+oneDNN's blocked layout; ``--no-packed`` turns that off) and the transformers systems on the
+stock kernels of the *same* model objects (:func:`specviz.stock_linears`). Two attribution
+systems say where a ratio comes from: specviz speculative on the stock kernels
+(``sv_spec_stock``: the loop alone) and transformers assisted generation on the packed
+weights (``hf_assisted_packed``: the kernels alone).
+
 Prints tokens/s (median over repeats) and the ratios the issue asks for:
 
 * specviz plain / transformers plain          (floor 1.0x)
@@ -31,6 +38,7 @@ from _bench import hf_generate, interleaved, load_pair, prompts, sv_plain, sv_sp
 
 from specviz.lm import use_static_cache
 from specviz.metrics import weights_bytes
+from specviz.packed import packed_layers, stock_linears, use_packed_weights
 
 
 def on_static_cache(fn, pair, max_length: int, compile: bool):
@@ -47,6 +55,16 @@ def on_static_cache(fn, pair, max_length: int, compile: bool):
         finally:
             for m in models:
                 use_static_cache(m, None)
+
+    return run
+
+
+def on_stock_kernels(fn, pair):
+    """``fn`` run with every linear layer of the pair on the stock ``F.linear`` path."""
+
+    def run(x):
+        with stock_linears(pair.target, pair.draft_model):
+            return fn(x)
 
     return run
 
@@ -70,19 +88,34 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=None)
     ap.add_argument("--static", action="store_true", help="also specviz on the static KV cache")
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile")
+    ap.add_argument(
+        "--packed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="specviz on packed (oneDNN) linear weights; transformers stays on stock kernels",
+    )
     args = ap.parse_args()
+    if args.packed and args.compile:
+        raise SystemExit("--compile needs --no-packed (torch.compile cannot trace packed weights)")
     pair = load_pair(args.pair)
+    if args.packed:
+        for m in (pair.target, pair.draft_model):
+            if m is not None:
+                use_packed_weights(m)
     if args.gamma:
         pair.gamma = args.gamma
     ids = prompts(pair, args.prompts)
     T = args.tokens
     systems = {
-        "hf_plain": lambda x: hf_generate(pair, x, T, assisted=False),
-        "hf_assisted": lambda x: hf_generate(pair, x, T, assisted=True),
+        "hf_plain": on_stock_kernels(lambda x: hf_generate(pair, x, T, assisted=False), pair),
+        "hf_assisted": on_stock_kernels(lambda x: hf_generate(pair, x, T, assisted=True), pair),
         "sv_plain": lambda x: sv_plain(pair, x, T).new_tokens,
         "sv_spec": lambda x: sv_spec(pair, x, T).new_tokens,
         "sv_spec_notrace": lambda x: sv_spec(pair, x, T, trace=False).new_tokens,
     }
+    if args.packed:
+        systems["sv_spec_stock"] = on_stock_kernels(systems["sv_spec"], pair)
+        systems["hf_assisted_packed"] = lambda x: hf_generate(pair, x, T, assisted=True)
     if args.static or args.compile:
         room = max(len(x) for x in ids) + T + pair.gamma + 8
         for name, fn in (("sv_plain", systems["sv_plain"]), ("sv_spec", systems["sv_spec"])):
@@ -90,15 +123,22 @@ def main() -> None:
         for name in ("sv_plain_static", "sv_spec_static"):  # compile / first-shape warm-up
             systems[name](ids[0])
     # Warm-up (first calls pay one-off costs), short: 4 tokens per system.
-    hf_generate(pair, ids[0], 4, assisted=False)
-    hf_generate(pair, ids[0], 4, assisted=True)
+    with stock_linears(pair.target, pair.draft_model):
+        hf_generate(pair, ids[0], 4, assisted=False)
+        hf_generate(pair, ids[0], 4, assisted=True)
+        sv_spec(pair, ids[0], 4)
     sv_plain(pair, ids[0], 4)
     sv_spec(pair, ids[0], 4)
     tally = interleaved(systems, ids, args.repeats, reference="hf_plain")
     tps = {k: tally.tps(k) for k in systems}
     print(
         f"pair: {pair.name}, gamma={pair.gamma}, {len(ids)} prompts x {T} tokens, greedy, "
-        f"{args.repeats} repeats, torch threads={torch.get_num_threads()}"
+        f"{args.repeats} repeats, torch threads={torch.get_num_threads()}, specviz on "
+        + (
+            f"packed weights ({packed_layers(pair.target)} linear layers)"
+            if args.packed
+            else "stock kernels"
+        )
     )
     for k, v in tps.items():
         print(f"  {k:<16} {v:6.2f} tok/s")
@@ -131,6 +171,19 @@ def main() -> None:
         print(
             f"  specviz spec, static cache / hf assisted   "
             f"{r('sv_spec_static', 'hf_assisted'):.2f}x"
+        )
+    if args.packed:
+        print("attribution (same run): the loop alone, the kernels alone")
+        print(
+            f"  specviz spec, stock kernels / hf assisted  {r('sv_spec_stock', 'hf_assisted'):.2f}x"
+        )
+        print(
+            f"  hf assisted, packed / hf assisted          "
+            f"{r('hf_assisted_packed', 'hf_assisted'):.2f}x"
+        )
+        print(
+            f"  specviz spec / hf assisted, both packed    "
+            f"{r('sv_spec', 'hf_assisted_packed'):.2f}x"
         )
     print(f"  transformers assisted / transformers plain {r('hf_assisted', 'hf_plain'):.2f}x")
     print(f"  specviz plain / bandwidth ceiling          {tps['sv_plain'] / floor:.0%}")

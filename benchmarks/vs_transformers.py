@@ -34,11 +34,11 @@ import argparse
 import time
 
 import torch
-from _bench import hf_generate, interleaved, load_pair, prompts, sv_plain, sv_spec
+from _bench import hf_generate, interleaved, load_pair, packed_flag, prompts, sv_plain, sv_spec
 
 from specviz.lm import use_static_cache
 from specviz.metrics import weights_bytes
-from specviz.packed import packed_layers, stock_linears, use_packed_weights
+from specviz.packed import packed_layers, stock_linears
 
 
 def on_static_cache(fn, pair, max_length: int, compile: bool):
@@ -88,20 +88,11 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=None)
     ap.add_argument("--static", action="store_true", help="also specviz on the static KV cache")
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile")
-    ap.add_argument(
-        "--packed",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="specviz on packed (oneDNN) linear weights; transformers stays on stock kernels",
-    )
+    packed_flag(ap)  # transformers runs on the stock kernels of the same models either way
     args = ap.parse_args()
     if args.packed and args.compile:
         raise SystemExit("--compile needs --no-packed (torch.compile cannot trace packed weights)")
-    pair = load_pair(args.pair)
-    if args.packed:
-        for m in (pair.target, pair.draft_model):
-            if m is not None:
-                use_packed_weights(m)
+    pair = load_pair(args.pair, packed=args.packed)
     if args.gamma:
         pair.gamma = args.gamma
     ids = prompts(pair, args.prompts)

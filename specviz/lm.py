@@ -12,13 +12,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .packed import packed_layers, stock_linears, use_packed_weights
+from .packed import packed_layers
 
 __all__ = [
     "LMRunner",
-    "packed_layers",
-    "stock_linears",
-    "use_packed_weights",
     "HFRunner",
     "StaticRunner",
     "as_runner",

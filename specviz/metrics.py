@@ -323,8 +323,7 @@ def memory_report(
         kv_bytes_at_context=slots * (t_kv + d_kv),
         peak_rss_bytes=peak_rss_bytes(),
         cuda_peak_bytes=cuda_peak,
-        packed_weights_bytes=packed_bytes(target)
-        + (packed_bytes(draft_model) if draft_model is not target else 0),
+        packed_weights_bytes=packed_bytes(target, draft_model),
     )
 
 

@@ -48,13 +48,10 @@ def packing_available() -> bool:
 
 
 def _packable(module: nn.Module) -> bool:
-    w = getattr(module, "weight", None)
     return (
         isinstance(module, nn.Linear)
-        and isinstance(w, torch.Tensor)
-        and w.device.type == "cpu"
-        and w.dtype in _DTYPES
-        and w.dim() == 2
+        and module.weight.device.type == "cpu"
+        and module.weight.dtype in _DTYPES
     )
 
 
@@ -114,17 +111,26 @@ def use_packed_weights(model: nn.Module, enabled: bool = True) -> int:
 
 def packed_layers(model: nn.Module) -> int:
     """How many linear layers of ``model`` currently run on packed weights."""
-    return sum(1 for m in model.modules() if _PACKED in m.__dict__)
+    return len(_packed_modules(model))
 
 
-def packed_bytes(model: Any) -> int:
-    """Bytes held by ``model``'s packed weight copies (0 when nothing is packed)."""
-    if not isinstance(model, nn.Module):
-        return 0
+def _packed_modules(*models: Any) -> list[nn.Module]:
+    """The packed linear layers of ``models``, each once (an early-exit view shares its
+    target's layers)."""
+    seen: dict[int, nn.Module] = {}
+    for model in models:
+        if isinstance(model, nn.Module):
+            for m in model.modules():
+                if _PACKED in m.__dict__:
+                    seen.setdefault(id(m), m)
+    return list(seen.values())
+
+
+def packed_bytes(*models: Any) -> int:
+    """Bytes held by the packed weight copies of ``models`` (0 when nothing is packed)."""
     return sum(
         m.__dict__[_PACKED].numel() * m.__dict__[_PACKED].element_size()
-        for m in model.modules()
-        if _PACKED in m.__dict__
+        for m in _packed_modules(*models)
     )
 
 
@@ -132,13 +138,7 @@ def packed_bytes(model: Any) -> int:
 def stock_linears(*models: Any) -> Iterator[None]:
     """Run the block on the stock ``F.linear`` path, keeping the packed copies (benchmarks
     compare transformers on stock kernels with specviz on packed ones, same model objects)."""
-    layers = [
-        m
-        for model in models
-        if isinstance(model, nn.Module)
-        for m in model.modules()
-        if _PACKED in m.__dict__
-    ]
+    layers = _packed_modules(*models)
     for m in layers:
         m.__dict__[_PAUSED] = True
     try:

@@ -9,7 +9,7 @@ from torch import nn
 
 import specviz as sv
 import specviz.packed as packed_mod
-from specviz.drafters import PromptLookupDrafter
+from specviz.drafters import PromptLookupDrafter, early_exit_model
 from specviz.lm import use_static_cache
 from specviz.packed import packed_layers, stock_linears, use_packed_weights
 from specviz.prompts import load_prompts, render_prompt
@@ -158,3 +158,6 @@ def test_memory_report_counts_the_packed_copy():
     assert after.packed_weights_bytes < 1.5 * linear
     assert after.total_bytes == before.total_bytes + after.packed_weights_bytes
     assert weights_bytes(llama) == before.target_weights_bytes  # the dense weights stay
+    # an early-exit draft shares the target's (packed) layers: counted once
+    shared = memory_report(llama, early_exit_model(llama, 1), context_tokens=16)
+    assert shared.packed_weights_bytes == after.packed_weights_bytes

@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from . import stats
 from .audit_client import AuditError, Completion, Endpoint, complete, preflight, stream
-from .consistency import result_row, sequence_tests
+from .consistency import LogprobNumerics, result_row, sequence_tests
 
 __all__ = ["AuditConfig", "AuditReport", "AuditError", "Endpoint", "audit", "run_audit"]
 
@@ -145,6 +145,21 @@ class AuditReport:
     preflight: dict[str, Any]
     seconds: float
     out_dir: str | None = None
+    # per prompt: how far the two configurations' logprobs of the same sampled continuation
+    # differ (the tests use one value per continuation, so this drift cannot fail them)
+    numerics: tuple[LogprobNumerics | None, ...] = ()
+
+    @property
+    def numerics_statement(self) -> str | None:
+        known = [n for n in self.numerics if n is not None]
+        if not known:
+            return None
+        shared = [n for n in known if n.shared]
+        if not shared:
+            return str(LogprobNumerics(math.nan, 0, "configurations"))
+        worst = max(shared, key=lambda n: n.max_gap)
+        total = sum(n.shared for n in shared)
+        return str(LogprobNumerics(worst.max_gap, total, "configurations"))
 
     @property
     def greedy_verdict(self) -> str | None:
@@ -175,6 +190,8 @@ class AuditReport:
                     f"largest |logprob A - logprob B| of the same token on a shared greedy "
                     f"prefix: {max(gaps):.3g} nats (0 with exact arithmetic)"
                 )
+        if self.numerics_statement is not None:
+            lines.append(f"{self.numerics_statement} (sampled; 0 with identical arithmetic)")
         if self.load is not None and len(self.load):
             for lvl, g in self.load.groupby("concurrency"):
                 r = {row.arm: row for row in g.itertuples()}
@@ -346,6 +363,7 @@ class AuditReport:
             "min_holm": float(self.tests.holm.min()),
             "min_detectable_tv": self.min_detectable_tv,
             "power_statement": self.power_statement,
+            "numerics": self.numerics_statement,
             "greedy_verdict": self.greedy_verdict,
             "greedy_exact_match_rate": None
             if self.greedy is None
@@ -537,6 +555,7 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
     rows: list[dict[str, Any]] = []
     tv_rows: list[dict[str, Any]] = []
     mdts: list[float] = []
+    numerics: list[LogprobNumerics | None] = []
     first: tuple = ((), np.zeros(0), np.zeros(0))
 
     for pi in range(len(cfg.prompts)):
@@ -555,7 +574,9 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
             rng=rng,
             n_boot=cfg.n_boot,
             logprobs=(lp["a"], lp["b"]) if cfg.outcome == "tokens" else None,
+            between="configurations",
         )
+        numerics.append(seq_tests.numerics)
         for name, res in seq_tests.results:
             add(name, res)
         tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
@@ -588,7 +609,7 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
         statement = "Too few distinct first tokens to state a detectable TV."
     verdict = "inconsistent" if holm.any_reject else "consistent"
     mdt = min(finite) if finite else math.nan
-    return verdict, tests, pd.DataFrame(tv_rows), mdt, statement, first
+    return verdict, tests, pd.DataFrame(tv_rows), mdt, statement, first, tuple(numerics)
 
 
 def _greedy(cfg: AuditConfig, raw: _Raw) -> stats.GreedyConsistencyResult:
@@ -728,7 +749,7 @@ async def run_audit(
     greedy_lp = all("probe_top" in info[e.name] for e in (a, b))
     await _sample(cfg, eps, raw, progress, greedy_lp)
     rng = np.random.default_rng(cfg.seed)
-    verdict, tests, tv, mdt, statement, first = _tests(cfg, raw, rng)
+    verdict, tests, tv, mdt, statement, first, numerics = _tests(cfg, raw, rng)
     greedy, gaps = _greedy(cfg, raw) if cfg.greedy else (None, ())
     load = await _load_sweep(cfg, eps, progress) if cfg.load_levels else None
     report = AuditReport(
@@ -748,6 +769,7 @@ async def run_audit(
         preflight=info,
         seconds=time.perf_counter() - t0,
         out_dir=None if out is None else str(out),
+        numerics=numerics,
     )
     if out is not None:
         report.to_html(out / "report.html")

@@ -51,7 +51,11 @@ def smollm2_gguf() -> Path:
 
 
 def broken_server_command(
-    *, speculation: bool = True, verifier: str = "lossless", model: str = "toy"
+    *,
+    speculation: bool = True,
+    verifier: str = "lossless",
+    model: str = "toy",
+    logprob_noise: float = 0.0,
 ) -> list[str]:
     return [
         sys.executable,
@@ -63,7 +67,7 @@ def broken_server_command(
         "on" if speculation else "off",
         "--verifier",
         verifier,
-    ]
+    ] + (["--logprob-noise", repr(float(logprob_noise))] if logprob_noise else [])
 
 
 def llamacpp_command(

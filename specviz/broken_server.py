@@ -35,6 +35,7 @@ import os
 import threading
 import time
 import uuid
+import zlib
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -58,6 +59,10 @@ class ServerConfig:
     toy_seed: int = 0  # a different seed is a different model (for the mismatch check)
     toy_vocab: int = 5
     model_name: str | None = None  # the id in /v1/models; default derived from the model
+    # Reported logprobs move by up to this many nats per token, the same for the same text (a
+    # fixed function of the token ids): the last-bits drift of another kernel or batch shape,
+    # which an audit must not call a bug.
+    logprob_noise: float = 0.0
 
 
 class _Backend:
@@ -66,6 +71,8 @@ class _Backend:
     def __init__(self, config: ServerConfig) -> None:
         from .verify import VERIFIERS
 
+        if not (isinstance(config.logprob_noise, (int, float)) and config.logprob_noise >= 0):
+            raise ValueError(f"logprob_noise must be >= 0, got {config.logprob_noise!r}")
         if config.verifier not in VERIFIERS:
             raise ValueError(
                 f"unknown verifier {config.verifier!r}; choose from {sorted(VERIFIERS)}"
@@ -164,6 +171,11 @@ class _Backend:
                 runner = as_runner(self.target)
                 logits = runner.extend(torch.tensor(ids + new[:-1]), len(new))  # [L, V]
                 logp = torch.log_softmax(logits.float(), dim=-1)
+                if self.config.logprob_noise:
+                    text_key = zlib.crc32(json.dumps(ids + new).encode())
+                    g = torch.Generator().manual_seed(text_key)
+                    jitter = torch.rand(logp.shape, generator=g) * 2 - 1
+                    logp = logp + self.config.logprob_noise * jitter
                 k = max(1, min(int(n_top), logp.shape[-1]))
                 top = torch.topk(logp, k, dim=-1)
                 pieces = [self.piece(t) for t in new]
@@ -294,6 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--toy-vocab", type=int, default=5)
     ap.add_argument("--no-logprobs", action="store_true", help="imitate a server without logprobs")
     ap.add_argument("--model-name", default=None)
+    ap.add_argument(
+        "--logprob-noise",
+        type=float,
+        default=0.0,
+        help="move reported logprobs by up to this many nats (imitates other numerics)",
+    )
     args = ap.parse_args(argv)
     # The server runs torch in request threads; one intra-op thread avoids oversubscribing the
     # cores that the client (and, in tests, other servers) need too.
@@ -307,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         toy_seed=args.toy_seed,
         toy_vocab=args.toy_vocab,
         model_name=args.model_name,
+        logprob_noise=args.logprob_noise,
     )
     server = make_server(config, args.host, args.port)
     print(f"serving {config} on http://{args.host}:{server.server_port}", flush=True)

@@ -37,9 +37,13 @@ from .batch import BatchResult, autoregressive_generate_batch, speculative_gener
 from .engine import autoregressive_generate, speculative_generate
 
 __all__ = [
+    "CheckCalibration",
     "ConsistencyReport",
     "GreedyReport",
+    "LogprobNumerics",
     "SequenceTests",
+    "calibrate_check",
+    "canonical_logprobs",
     "consistency_check",
     "greedy_check",
     "sequence_tests",
@@ -59,6 +63,16 @@ class ConsistencyReport:
     first_token_counts: tuple  # (labels, speculative counts, standard counts) of prompt 0
     seconds: float
     verifier: str
+    numerics: tuple[LogprobNumerics, ...] = ()  # per prompt: logprob drift between the arms
+
+    @property
+    def numerics_statement(self) -> str:
+        """The largest log-probability drift between the arms, over all prompts."""
+        shared = [n for n in self.numerics if n.shared]
+        if not shared:
+            return str(LogprobNumerics(math.nan, 0))
+        worst = max(shared, key=lambda n: n.max_gap)
+        return str(LogprobNumerics(worst.max_gap, sum(n.shared for n in shared)))
 
     def summary(self) -> str:
         worst = self.tests.sort_values("holm").iloc[0]
@@ -66,6 +80,7 @@ class ConsistencyReport:
             f"verdict: {self.verdict} (Holm at alpha={self.alpha}, {len(self.tests)} tests, "
             f"{self.n_samples} samples per arm, verifier={self.verifier!r}); smallest adjusted "
             f"p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}). {self.power_statement}"
+            f" {self.numerics_statement}."
         )
 
     def figures(self) -> dict[str, Any]:
@@ -167,6 +182,73 @@ def result_row(prompt: int, test: str, res: Any) -> dict[str, Any]:
     )
 
 
+@dataclass(frozen=True)
+class LogprobNumerics:
+    """How far two samplers' log-probabilities for the *same* continuation differ.
+
+    Each arm records the log-probability of what it emitted through its own forward passes
+    (a (k+1)-token verify pass against a 1-token decode pass; two server configurations): the
+    same continuation then gets values that differ in the last bits. That drift is a finding,
+    not an error -- and the reason the tests use one value per continuation.
+    """
+
+    max_gap: float  # largest |logprob_a - logprob_b| over records of one continuation (nats)
+    shared: int  # distinct continuations seen in both samples
+    between: str = "arms"
+
+    def __str__(self) -> str:
+        if not self.shared:
+            return f"numerics: no continuation seen in both {self.between} to compare"
+        return (
+            f"numerics: up to {self.max_gap:.2g} nats between {self.between} for the same "
+            f"continuation ({self.shared} continuations seen in both)"
+        )
+
+
+def canonical_logprobs(
+    a: Sequence[Sequence[Any]],
+    b: Sequence[Sequence[Any]],
+    logprobs_a: Sequence[float],
+    logprobs_b: Sequence[float],
+    *,
+    between: str = "arms",
+) -> tuple[np.ndarray, np.ndarray, LogprobNumerics]:
+    """One log-probability per distinct continuation, used in both samples.
+
+    The value of a continuation is the mean of every value recorded for it, both samples
+    pooled (symmetric in the samples, so neither arm's numerics is preferred). Equal outcomes
+    then carry exactly equal values, which KS/AD need: fed the raw per-arm values, each atom
+    of a peaked law splits in two (one per arm) and the tests reject a correct sampler with
+    certainty (issue 13). Also returns the drift between the samples' own records.
+    """
+    la = np.asarray(logprobs_a, dtype=float)
+    lb = np.asarray(logprobs_b, dtype=float)
+    if la.size != len(a) or lb.size != len(b):
+        raise ValueError(
+            f"{la.size} and {lb.size} log-probabilities for {len(a)} and {len(b)} sequences"
+        )
+    keys_a = [stats._hashable(s) for s in a]
+    keys_b = [stats._hashable(s) for s in b]
+    total: dict[Any, float] = {}
+    count: dict[Any, int] = {}
+    lo: dict[Any, list[float]] = {}  # per key: [min a, max a, min b, max b]
+    for arm, keys, vals in ((0, keys_a, la), (1, keys_b, lb)):
+        for key, v in zip(keys, vals, strict=True):
+            total[key] = total.get(key, 0.0) + float(v)
+            count[key] = count.get(key, 0) + 1
+            rec = lo.setdefault(key, [np.inf, -np.inf, np.inf, -np.inf])
+            rec[2 * arm] = min(rec[2 * arm], float(v))
+            rec[2 * arm + 1] = max(rec[2 * arm + 1], float(v))
+    value = {key: total[key] / count[key] for key in total}
+    shared = [r for r in lo.values() if np.isfinite(r[0]) and np.isfinite(r[2])]
+    gap = max((max(r[1] - r[2], r[3] - r[0]) for r in shared), default=math.nan)
+    return (
+        np.array([value[k] for k in keys_a]),
+        np.array([value[k] for k in keys_b]),
+        LogprobNumerics(float(gap), len(shared), between),
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class SequenceTests:
     """Two-sample tests of two sets of token sequences (see :func:`sequence_tests`)."""
@@ -175,6 +257,7 @@ class SequenceTests:
     tv: list[dict[str, float]]  # per position: position, estimate, low, high
     first_counts: tuple  # (labels, counts of a, counts of b) of the first token
     min_detectable_tv: float  # first-token TV found with 90% power (pooled law as the null)
+    numerics: LogprobNumerics | None = None  # log-probability drift, when logprobs were given
 
 
 def sequence_tests(
@@ -186,11 +269,17 @@ def sequence_tests(
     rng: np.random.Generator | None = None,
     n_boot: int = 500,
     logprobs: tuple[Any, Any] | None = None,
+    between: str = "arms",
 ) -> SequenceTests:
     """The tests that fit token sequences from two samplers (speculative vs standard, or two
     configurations of a server): homogeneity of the token at each position, of the first
     bigram and of whole continuations (tail bins), TV per position with bootstrap intervals,
-    KS/AD on sequence log-probabilities when given, and KS on lengths when they vary."""
+    KS/AD on sequence log-probabilities when given (one value per distinct continuation, see
+    :func:`canonical_logprobs`), and KS on lengths when they vary.
+
+    Every test sees a function of the outcome only, the same function in both samples, and
+    the rank tests break ties at random (exact size for summaries with few values).
+    """
     rng = rng if rng is not None else np.random.default_rng(0)
     results: list[tuple[str, Any]] = []
     tv: list[dict[str, float]] = []
@@ -211,7 +300,7 @@ def sequence_tests(
             pooled = (ca + cb) / (ca.sum() + cb.sum())
             n = min(len(xa), len(xb))
             mdt = stats.min_detectable_tv(pooled, n, alpha=alpha, two_sample=True)
-    if max_positions >= 2:
+    if max_positions > 2:  # with two positions the first bigram is the whole continuation
         labels, ca, cb = stats.counts_from_samples(
             [tuple(s[:2]) for s in a], [tuple(s[:2]) for s in b], max_bins=200
         )
@@ -222,15 +311,20 @@ def sequence_tests(
     )
     if len(labels) > 1:
         results.append(("continuation", stats.homogeneity(ca, cb)))
+    numerics = None
     if logprobs is not None:
-        la, lb = (np.asarray(x, dtype=float) for x in logprobs)
+        la, lb, numerics = canonical_logprobs(a, b, *logprobs, between=between)
         if np.ptp(np.concatenate([la, lb])) > 0:
-            results.append(("logprob KS", stats.ks_2sample(la, lb)))
-            results.append(("logprob AD", stats.anderson_darling_2sample(la, lb)))
+            results.append(("logprob KS", stats.ks_2sample(la, lb, ties="random", rng=rng)))
+            results.append(
+                ("logprob AD", stats.anderson_darling_2sample(la, lb, ties="random", rng=rng))
+            )
     lengths_a, lengths_b = [len(s) for s in a], [len(s) for s in b]
     if len(set(lengths_a) | set(lengths_b)) > 1:
-        results.append(("length KS", stats.ks_2sample(lengths_a, lengths_b)))
-    return SequenceTests(results, tv, first, mdt)
+        results.append(
+            ("length KS", stats.ks_2sample(lengths_a, lengths_b, ties="random", rng=rng))
+        )
+    return SequenceTests(results, tv, first, mdt, numerics)
 
 
 def consistency_check(
@@ -272,6 +366,7 @@ def consistency_check(
     all_pit: list[np.ndarray] = []
     first_counts: tuple = ((), np.zeros(0), np.zeros(0))
     mdt = math.nan
+    numerics: list[LogprobNumerics] = []
     for pi, prompt in enumerate(tqdm(prompts, desc="prompts", disable=not progress)):
         ids = _prompt_ids(prompt, tokenizer)
         common = dict(input_ids=ids, max_new_tokens=max_new_tokens, **sampling)
@@ -311,6 +406,7 @@ def consistency_check(
         for name, res in seq_tests.results:
             add(name, res)
         tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
+        numerics.append(seq_tests.numerics)
         if pi == 0:
             first_counts, mdt = seq_tests.first_counts, seq_tests.min_detectable_tv
         # Randomized PIT of every speculative token against the target's recorded law.
@@ -345,6 +441,111 @@ def consistency_check(
         first_token_counts=first_counts,
         seconds=time.perf_counter() - t0,
         verifier=verifier,
+        numerics=tuple(numerics),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class CheckCalibration:
+    """:func:`consistency_check` run ``replicates`` times on a true null (see
+    :func:`calibrate_check`).
+
+    ``table`` has one row per (prompt, test): ``runs`` (replicates in which the test was
+    run), ``rejections`` at ``test_alpha``, the central 99% binomial interval
+    ``[low, high]`` of that count for a calibrated test, the KS p-value of the p-values'
+    uniformity (for information: Anderson-Darling's tabulated p is capped at 0.25, and chi-square
+    p-values of small tables are discrete) and ``calibrated`` (count inside its interval).
+    ``false_alarms`` counts "inconsistent" verdicts (Holm at the check's ``alpha``);
+    ``false_alarm_high`` is the 99% upper bound of that count for a level-``alpha`` verdict.
+    """
+
+    table: Any  # DataFrame
+    false_alarms: int
+    false_alarm_high: int
+    replicates: int
+    alpha: float
+    test_alpha: float
+    seconds: float
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.table.calibrated.all()) and self.false_alarms <= self.false_alarm_high
+
+    def summary(self) -> str:
+        bad = self.table[~self.table.calibrated]
+        worst = ", ".join(
+            f"{r.test}@prompt{r.prompt} {r.rejections}/{r.runs}" for r in bad.itertuples()
+        )
+        return (
+            f"{'calibrated' if self.calibrated else 'NOT calibrated'}: {len(self.table)} tests "
+            f"over {self.replicates} null replicates, {len(self.table) - len(bad)} inside their "
+            f"99% interval at alpha={self.test_alpha:g}"
+            + (f" (outside: {worst})" if len(bad) else "")
+            + f"; verdict false alarms {self.false_alarms}/{self.replicates} at alpha="
+            f"{self.alpha:g} (99% bound {self.false_alarm_high})"
+        )
+
+
+def calibrate_check(
+    target: Any,
+    draft: Any,
+    prompts: Sequence[Any],
+    *,
+    replicates: int = 200,
+    seed: int = 0,
+    test_alpha: float = 0.05,
+    progress: bool = False,
+    **check: Any,
+) -> CheckCalibration:
+    """Is :func:`consistency_check` calibrated on *this* pair? Run it ``replicates`` times
+    (seeds from one Generator) with a lossless ``verifier`` and count, for every test of the
+    report, how often it rejects at ``test_alpha``, and how often the verdict says
+    "inconsistent". ``check`` are :func:`consistency_check`'s keyword arguments (``n_samples``,
+    ``max_new_tokens``, ``temperature``, ``alpha``, ...). With a broken ``verifier`` the same
+    harness is the negative control: it must come out uncalibrated.
+    """
+    import pandas as pd
+    from scipy import stats as st
+
+    t0 = time.perf_counter()
+    alpha = float(check.get("alpha", 0.01))
+    rng = np.random.default_rng(seed)
+    pvalues: dict[tuple[int, str], list[float]] = {}
+    alarms = 0
+    for _ in tqdm(range(int(replicates)), desc="calibrate", disable=not progress, leave=False):
+        report = consistency_check(
+            target, draft, prompts, seed=int(rng.integers(2**31)), progress=False, **check
+        )
+        alarms += report.verdict == "inconsistent"
+        for row in report.tests.itertuples():
+            pvalues.setdefault((int(row.prompt), str(row.test)), []).append(float(row.pvalue))
+    rows = []
+    for (prompt, test), ps in sorted(pvalues.items()):
+        runs = len(ps)
+        rej = int(np.count_nonzero(np.asarray(ps) < test_alpha))
+        low, high = (int(st.binom.ppf(q, runs, test_alpha)) for q in (0.005, 0.995))
+        rows.append(
+            dict(
+                prompt=prompt,
+                test=test,
+                runs=runs,
+                rejections=rej,
+                rate=rej / runs,
+                low=low,
+                high=high,
+                ks_uniform_pvalue=float(st.kstest(ps, "uniform").pvalue),
+                calibrated=low <= rej <= high,
+            )
+        )
+    R = int(replicates)
+    return CheckCalibration(
+        table=pd.DataFrame(rows),
+        false_alarms=int(alarms),
+        false_alarm_high=int(st.binom.ppf(0.995, R, alpha)),
+        replicates=R,
+        alpha=alpha,
+        test_alpha=test_alpha,
+        seconds=time.perf_counter() - t0,
     )
 
 

@@ -110,18 +110,39 @@ def toy_pair(
 
 
 def exact_continuation_law(
-    model: ToyLM, prompt: Sequence[int], length: int, params: SamplingParams
+    model: Any, prompt: Sequence[int], length: int, params: SamplingParams
 ) -> dict[tuple[int, ...], float]:
-    """P(continuation) for every continuation of ``length`` tokens, under ``params``."""
+    """P(continuation) for every continuation of ``length`` tokens, under ``params``.
+
+    ``model`` is a toy model or any causal LM small enough to enumerate (a transformers model
+    is run once per distinct prefix, on the whole prefix).
+    """
+    next_probs = getattr(model, "next_probs", None)
+    if next_probs is None:
+        next_probs = _full_forward_probs(model)
+    vocab = model.vocab_size if hasattr(model, "vocab_size") else model.config.vocab_size
     law: dict[tuple[int, ...], float] = {}
-    for cont in itertools.product(range(model.vocab_size), repeat=length):
+    memo: dict[tuple[int, ...], torch.Tensor] = {}
+    for cont in itertools.product(range(vocab), repeat=length):
         prob = 1.0
         ctx = list(prompt)
         for tok in cont:
-            prob *= float(model.next_probs(ctx, params)[tok])
+            key = tuple(ctx)
+            if key not in memo:
+                memo[key] = next_probs(ctx, params)
+            prob *= float(memo[key][tok])
             if prob == 0.0:
                 break
             ctx.append(tok)
         if prob > 0.0:
             law[cont] = prob
     return law
+
+
+def _full_forward_probs(model: Any):
+    @torch.inference_mode()
+    def next_probs(ctx: Sequence[int], params: SamplingParams) -> torch.Tensor:
+        ids = torch.tensor([list(ctx)], device=next(model.parameters()).device)
+        return logits_to_probs(model(ids).logits[0, -1].float().cpu(), params)
+
+    return next_probs

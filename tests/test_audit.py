@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+from specviz import stats
 from specviz.audit import AuditError, Endpoint, audit
 from specviz.audit_client import IncompleteResult, parse_completion
 from specviz.audit_local import (
@@ -36,6 +37,7 @@ from specviz.audit_local import (
 from specviz.broken_server import ServerConfig, make_server
 
 TOY_PROMPTS = ["ab", "cd"]
+NOISE = 1e-6
 TOY_SETTINGS = dict(
     n_samples=200,
     max_tokens=3,
@@ -48,11 +50,14 @@ TOY_SETTINGS = dict(
 
 @pytest.fixture(scope="module")
 def toy_servers():
-    """Three broken-server processes: plain sampling, lossless and always_accept speculation."""
+    """Broken-server processes: plain sampling, lossless and always_accept speculation, and
+    lossless speculation whose reported logprobs drift by float noise (up to 1e-6 nats per
+    token, as another kernel would give). The broken one drifts too."""
     commands = {
         "off": broken_server_command(speculation=False),
         "on": broken_server_command(verifier="lossless"),
-        "broken": broken_server_command(verifier="always_accept"),
+        "noisy": broken_server_command(verifier="lossless", logprob_noise=NOISE),
+        "broken": broken_server_command(verifier="always_accept", logprob_noise=NOISE),
     }
     with local_servers(commands, timeout=120) as urls:
         yield urls
@@ -113,6 +118,33 @@ def test_honest_pair_passes_and_broken_verifier_is_flagged_with_the_same_samples
     assert len(page) > 1_000_000
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["verdict"] == "inconsistent"
+
+
+def test_float_noise_in_reported_logprobs_is_reported_not_flagged(toy_servers, tmp_path):
+    """Issue 13: the toy's 3-token continuations are few atoms; the noisy configuration
+    reports each with slightly different logprobs. One value per distinct continuation keeps
+    KS/AD valid, and the drift is its own line of the report. The raw per-arm values (what the
+    audit used to feed KS) are the negative control: they reject the honest pair outright."""
+    settings = {**TOY_SETTINGS, "load_levels": (), "temperature": 0.5}  # peaked: big atoms
+    report = audit(
+        toy_servers["off"], toy_servers["noisy"], TOY_PROMPTS, out_dir=tmp_path, **settings
+    )
+    assert report.verdict == "consistent", report.summary()
+    lp_tests = report.tests[report.tests.test.str.startswith("logprob")]
+    assert len(lp_tests) == 2 * len(TOY_PROMPTS)
+    drift = [n.max_gap for n in report.numerics if n is not None and n.shared]
+    assert drift and 1e-7 < max(drift) <= 3 * NOISE * 2, report.numerics
+    assert "numerics: up to" in report.summary() and "between configurations" in report.summary()
+    raw = [json.loads(x) for x in (tmp_path / "raw.jsonl").read_text().splitlines()]
+    samples = [r for r in raw if r.get("kind") == "sample"]
+    old_way = []
+    for pi in range(len(TOY_PROMPTS)):
+        a, b = (
+            [sum(r["logprobs"]) for r in samples if r["arm"] == arm and r["prompt"] == pi]
+            for arm in ("a", "b")
+        )
+        old_way.append(stats.ks_2sample(a, b).pvalue)
+    assert max(old_way) < 1e-4, old_way  # per-arm values: the honest pair rejected
 
 
 def test_resume_reuses_complete_results_and_refuses_other_settings(toy_servers, tmp_path):

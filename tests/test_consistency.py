@@ -184,3 +184,19 @@ def test_vocabulary_mismatch_is_refused_by_the_loader_and_caught_when_forced():
         progress=False,
     )
     assert report.verdict == "inconsistent", report.summary()
+
+
+def test_canonical_logprobs_give_equal_outcomes_equal_values_and_report_the_drift():
+    from specviz.consistency import canonical_logprobs
+
+    a = [(1, 2), (1, 2), (3,)]
+    b = [(1, 2), (4, 4)]
+    la = [-1.0, -1.0 + 2e-7, -0.5]
+    lb = [-1.0 - 1e-7, -3.0]
+    va, vb, num = canonical_logprobs(a, b, la, lb, between="configurations")
+    assert va[0] == va[1] == vb[0]  # one value per continuation, in both samples
+    assert va[2] == -0.5 and vb[1] == -3.0
+    assert num.shared == 1 and num.max_gap == pytest.approx(3e-7)
+    assert "up to 3e-07 nats between configurations" in str(num)
+    with pytest.raises(ValueError, match="log-probabilities for"):
+        canonical_logprobs(a, b, la[:2], lb)

@@ -1,14 +1,20 @@
 """specviz: speculative decoding you can see and verify."""
 
-from .batch import BatchResult, autoregressive_generate_batch, speculative_generate_batch
-from .consistency import ConsistencyReport, GreedyReport, consistency_check, greedy_check
-from .drafters import Draft, Drafter, EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
-from .engine import GenerationResult, autoregressive_generate, speculative_generate
-from .packed import stock_linears, use_packed_weights
-from .sampling import SamplingParams, logits_to_probs
-from .toy import ToyLM, exact_continuation_law, toy_pair
-from .trace import Trace, TraceFormatError
-from .verify import VERIFIERS
+from .checks import ConsistencyReport, GreedyReport, consistency_check, greedy_check
+from .core.packed import stock_linears, use_packed_weights
+from .core.sampling import SamplingParams, logits_to_probs
+from .core.trace import Trace, TraceFormatError
+from .decoding import (
+    BatchResult,
+    GenerationResult,
+    autoregressive_generate,
+    autoregressive_generate_batch,
+    speculative_generate,
+    speculative_generate_batch,
+)
+from .drafting import Draft, Drafter, EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
+from .fixtures.toy import ToyLM, exact_continuation_law, toy_pair
+from .verification import VERIFIERS
 
 __version__ = "0.1.0"
 

@@ -20,11 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
-        from . import demo
+        from .lab import demo
 
         return demo.main(rest)
     if args.command == "audit":
-        from . import audit_cli
+        from .audit import cli as audit_cli
 
         return audit_cli.main(rest)
     parser.error(f"unknown command {args.command}")

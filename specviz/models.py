@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import torch
 
-from .packed import use_packed_weights
+from .core.packed import use_packed_weights
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

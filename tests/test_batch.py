@@ -55,11 +55,18 @@ def test_batched_continuations_follow_the_exact_law(verifier, ok):
     assert (p > 1e-3) if ok else (p < 1e-6), p
 
 
-def test_batch_rejects_drafter_objects():
-    with pytest.raises(TypeError, match="model draft"):
-        speculative_generate_batch(
-            TARGET, sv.PromptLookupDrafter(), [0], num_sequences=2, max_new_tokens=2
+def test_batch_takes_drafter_objects_and_rows_equal_serial_runs():
+    """Prompt lookup through the batched engine: one drafter per group, rows == serial."""
+    kw = dict(gamma=3, max_new_tokens=9, do_sample=True, eos_token_id=4)
+    br = speculative_generate_batch(
+        TARGET, sv.PromptLookupDrafter(), [0, 1, 0, 1], num_sequences=6, seed=3, **kw
+    )
+    for i in range(6):
+        r = sv.speculative_generate(
+            TARGET, sv.PromptLookupDrafter(), [0, 1, 0, 1], seed=3 + i, **kw
         )
+        assert br.sequences[i] == r.new_tokens
+        assert br.accepted_counts[i] == r.accepted_counts
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(do_sample=True, temperature=0.8, top_k=50)])

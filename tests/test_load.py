@@ -496,7 +496,7 @@ def test_batch_sweep_warns_when_rows_repeat_prompts():
 def test_each_batch_gets_its_own_seed_and_keeps_it():
     """Rows are seeded seed + i; without a per-batch offset every request served alone would
     replay one random stream (with sampling: correlated requests)."""
-    from specviz.load import _batch_seed
+    from specviz.load.engines import _batch_seed
 
     a, b = _batch_seed(0, [[1, 2]]), _batch_seed(0, [[1, 3]])
     assert a != b and a == _batch_seed(0, [[1, 2]]) and _batch_seed(5, [[1, 2]]) == a + 5

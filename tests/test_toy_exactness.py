@@ -16,7 +16,7 @@ import torch
 import specviz as sv
 from specviz.stats import grouped_goodness_of_fit
 from specviz.toy import ToyLM
-from specviz.verify import VerifierSpec, _gathered, _lossless_core
+from specviz.verification.base import VerifierSpec, _gathered, _lossless_core
 
 ALPHA = 1e-3
 

@@ -1,0 +1,430 @@
+"""HTTP side of ``specviz audit``: talk to an OpenAI-compatible ``/v1/completions`` endpoint.
+
+Every failure becomes an :class:`AuditError` whose message names the endpoint and the problem
+(unreachable, bad TLS, timeout, no logprobs, unknown or mismatched model, HTTP error), and a
+result is only ever returned complete: a completion without a finish reason, without logprobs
+or with fewer tokens than it claims raises :class:`IncompleteResult` and is retried, never
+counted.
+
+Retries use exponential backoff (0.5 s, 1 s, 2 s, ...) on connection resets, timeouts, 429 and
+5xx answers; a refused connection or a TLS failure at preflight fails at once since waiting
+does not fix those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "AuditError",
+    "Completion",
+    "Endpoint",
+    "IncompleteResult",
+    "StreamTiming",
+    "complete",
+    "list_models",
+    "preflight",
+    "stream",
+]
+
+
+class AuditError(RuntimeError):
+    """An audit cannot go on; the message says which endpoint and why."""
+
+
+class IncompleteResult(AuditError):
+    """A response arrived but is not a whole completion (never counted as a sample)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One server configuration. ``base_url`` is the part before ``/v1``.
+
+    ``verify`` is passed to httpx: ``True`` (system CAs), ``False`` (no TLS verification) or a
+    path to a CA bundle. ``extra`` is merged into every request body (engine-specific sampling
+    knobs such as llama.cpp's ``min_p``/``repeat_penalty``).
+    """
+
+    base_url: str
+    model: str | None = None
+    label: str = ""
+    api_key: str | None = None
+    verify: bool | str = True
+    timeout: float = 60.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.base_url
+
+    def url(self, path: str) -> str:
+        base = self.base_url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[:-3]
+        return f"{base}/v1/{path.lstrip('/')}"
+
+    def client(self, *, concurrency: int = 8) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        return httpx.AsyncClient(
+            verify=self.verify,
+            timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)),
+            headers=headers,
+            limits=limits,
+        )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One whole completion: token pieces as the server reports them, their target logprobs,
+    and the top alternatives at each position (``{piece: logprob}``)."""
+
+    text: str
+    tokens: tuple[str, ...]
+    logprobs: tuple[float, ...]
+    top: tuple[dict[str, float], ...]
+    finish_reason: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """Client-side timings of one streamed request (seconds from sending it)."""
+
+    ttft: float
+    chunk_times: tuple[float, ...]  # arrival of each content chunk
+    tokens: int
+    total: float
+    finish_reason: str
+
+
+def _is_tls(err: BaseException) -> bool:
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, ssl.SSLError) or "SSL" in str(e) or "CERTIFICATE" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def explain(err: BaseException, ep: Endpoint) -> AuditError:
+    """Turn an httpx exception into a message a user can act on."""
+    where = f"{ep.name} ({ep.base_url})"
+    if isinstance(err, AuditError):
+        return err
+    if _is_tls(err):
+        return AuditError(
+            f"TLS failed for {where}: {err}. Pass a CA bundle (--ca-bundle / verify=path), "
+            "or --insecure for a self-signed test server; an https URL on a plain-http server "
+            "fails the same way."
+        )
+    if isinstance(err, httpx.TimeoutException):
+        return AuditError(
+            f"{where} timed out after {ep.timeout:g} s ({type(err).__name__}); raise --timeout "
+            "or lower --concurrency/--max-tokens"
+        )
+    if isinstance(err, httpx.ConnectError):
+        return AuditError(f"cannot reach {where}: {err}. Is the server running on that port?")
+    if isinstance(err, httpx.HTTPError):
+        return AuditError(f"HTTP failure talking to {where}: {type(err).__name__}: {err}")
+    return AuditError(f"{where}: {type(err).__name__}: {err}")
+
+
+def _retryable(err: BaseException) -> bool:
+    if isinstance(err, IncompleteResult):
+        return True
+    if isinstance(err, httpx.HTTPStatusError):
+        code = err.response.status_code
+        return code == 429 or code >= 500
+    if _is_tls(err):
+        return False
+    if isinstance(err, httpx.ConnectError):
+        return "refused" not in str(err).lower()
+    return isinstance(err, (httpx.TimeoutException, httpx.TransportError))
+
+
+def _raise_for_status(resp: httpx.Response, ep: Endpoint) -> None:
+    if resp.status_code < 400:
+        return
+    try:
+        detail = resp.json().get("error", resp.text)
+        if isinstance(detail, dict):
+            detail = detail.get("message", detail)
+    except (json.JSONDecodeError, AttributeError):
+        detail = resp.text[:300]
+    if resp.status_code in (429,) or resp.status_code >= 500:
+        raise httpx.HTTPStatusError(
+            f"{resp.status_code}: {detail}", request=resp.request, response=resp
+        )
+    raise AuditError(f"{ep.name} answered HTTP {resp.status_code} to {resp.request.url}: {detail}")
+
+
+async def _with_retries(fn, ep: Endpoint, retries: int, backoff: float):
+    delay = backoff
+    for attempt in range(retries + 1):
+        try:
+            return await fn()
+        except Exception as err:  # noqa: BLE001 - classified below
+            if attempt == retries or not _retryable(err):
+                raise explain(err, ep) from err
+            await asyncio.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+async def list_models(client: httpx.AsyncClient, ep: Endpoint, retries: int = 0) -> list[str]:
+    async def go() -> list[str]:
+        resp = await client.get(ep.url("models"))
+        _raise_for_status(resp, ep)
+        return [m["id"] for m in resp.json().get("data", [])]
+
+    return await _with_retries(go, ep, retries, 0.5)
+
+
+def _body(ep: Endpoint, prompt: str, **kw: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"prompt": prompt, "n": 1, **ep.extra}
+    if ep.model:
+        body["model"] = ep.model
+    body.update({k: v for k, v in kw.items() if v is not None})
+    return body
+
+
+_PIECE = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
+
+
+def split_text(text: str) -> tuple[str, ...]:
+    """Deterministic client-side pieces of a completion's text (words with their leading
+    space, single punctuation marks), used when the server reports no tokens. Any function of
+    the text is a valid outcome for a two-sample test, since both arms are mapped alike.
+
+    >>> split_text(" mat, and the cat")
+    (' mat', ',', ' and', ' the', ' cat')
+    """
+    return tuple(_PIECE.findall(text))
+
+
+def parse_completion(
+    data: dict[str, Any],
+    ep: Endpoint,
+    max_tokens: int,
+    seconds: float,
+    *,
+    need_logprobs: bool = True,
+) -> Completion:
+    """Validate one non-streamed answer; raise IncompleteResult if any part is missing.
+
+    Without ``need_logprobs`` the completion's pieces come from :func:`split_text` and its
+    length is checked against ``usage.completion_tokens`` where the server reports it."""
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError) as err:
+        raise IncompleteResult(f"{ep.name}: answer without choices: {str(data)[:200]}") from err
+    finish = choice.get("finish_reason")
+    if finish not in ("stop", "length"):
+        raise IncompleteResult(f"{ep.name}: completion ended with finish_reason={finish!r}")
+    lp = choice.get("logprobs")
+    if not need_logprobs:
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise IncompleteResult(f"{ep.name}: completion without text")
+        used = (data.get("usage") or {}).get("completion_tokens")
+        if finish == "length" and used is not None and int(used) != max_tokens:
+            raise IncompleteResult(
+                f"{ep.name}: finish_reason='length' with {used} tokens, asked {max_tokens}"
+            )
+        return Completion(text, split_text(text), (), (), finish, seconds)
+    if not lp or lp.get("tokens") is None or lp.get("token_logprobs") is None:
+        raise AuditError(
+            f"{ep.name} returned no logprobs. The audit needs per-token logprobs to split "
+            "completions into tokens (llama-cpp-python: start the server with "
+            "logits_all=true; vLLM/SGLang return them by default), or use outcome='text' "
+            "(--outcome text) to compare client-side pieces of the text instead."
+        )
+    tokens = tuple(str(t) for t in lp["tokens"])
+    logprobs = tuple(float("nan") if v is None else float(v) for v in lp["token_logprobs"])
+    top_raw = lp.get("top_logprobs") or [{}] * len(tokens)
+    top = tuple(dict(t or {}) for t in top_raw)
+    if len(logprobs) != len(tokens) or len(top) != len(tokens):
+        raise IncompleteResult(f"{ep.name}: {len(tokens)} tokens but {len(logprobs)} logprobs")
+    if len(tokens) > max_tokens or (finish == "length" and len(tokens) != max_tokens):
+        raise IncompleteResult(
+            f"{ep.name}: finish_reason='length' with {len(tokens)} tokens, asked {max_tokens}"
+        )
+    if any(not math.isfinite(v) for v in logprobs):
+        raise IncompleteResult(f"{ep.name}: non-finite logprob in {logprobs}")
+    return Completion(choice.get("text") or "", tokens, logprobs, top, finish, seconds)
+
+
+async def complete(
+    client: httpx.AsyncClient,
+    ep: Endpoint,
+    prompt: str,
+    *,
+    max_tokens: int,
+    temperature: float,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    seed: int | None = None,
+    logprobs: int | None = 1,
+    retries: int = 4,
+    backoff: float = 0.5,
+) -> Completion:
+    """One complete, validated completion (retried with backoff). ``logprobs=None`` asks
+    for none and splits the text client-side (:func:`split_text`)."""
+    body = _body(
+        ep,
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        logprobs=logprobs,
+        stream=False,
+    )
+
+    async def go() -> Completion:
+        t0 = time.perf_counter()
+        resp = await client.post(ep.url("completions"), json=body)
+        _raise_for_status(resp, ep)
+        try:
+            data = resp.json()
+        except json.JSONDecodeError as err:
+            raise IncompleteResult(f"{ep.name}: answer is not JSON: {resp.text[:200]}") from err
+        return parse_completion(
+            data, ep, max_tokens, time.perf_counter() - t0, need_logprobs=logprobs is not None
+        )
+
+    return await _with_retries(go, ep, retries, backoff)
+
+
+async def stream(
+    client: httpx.AsyncClient,
+    ep: Endpoint,
+    prompt: str,
+    *,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None = None,
+    retries: int = 2,
+    backoff: float = 0.5,
+) -> StreamTiming:
+    """One streamed completion, timed chunk by chunk. A stream that ends without a finish
+    reason or a ``[DONE]`` is incomplete and raises."""
+    body = _body(ep, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed, stream=True)
+
+    async def go() -> StreamTiming:
+        t0 = time.perf_counter()
+        times: list[float] = []
+        finish = None
+        usage_tokens = None
+        done = False
+        cut = ""
+        async with client.stream("POST", ep.url("completions"), json=body) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                _raise_for_status(resp, ep)
+            try:
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    chunk = json.loads(payload)
+                    if chunk.get("usage"):
+                        usage_tokens = chunk["usage"].get("completion_tokens")
+                    for choice in chunk.get("choices") or []:
+                        if choice.get("text"):
+                            times.append(time.perf_counter() - t0)
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+            except (httpx.ReadError, httpx.RemoteProtocolError) as err:
+                # A connection dropped mid-stream is the same failure as a stream that
+                # closes early: whichever the OS reports depends on timing.
+                cut = f", connection cut: {type(err).__name__}"
+        total = time.perf_counter() - t0
+        if not done or finish not in ("stop", "length"):
+            raise IncompleteResult(
+                f"{ep.name}: stream ended without [DONE]/finish_reason (finish={finish!r}{cut})"
+            )
+        if not times:
+            raise IncompleteResult(f"{ep.name}: stream carried no tokens")
+        n = int(usage_tokens) if usage_tokens else len(times)
+        return StreamTiming(times[0], tuple(times), n, total, finish)
+
+    return await _with_retries(go, ep, retries, backoff)
+
+
+async def preflight(
+    a: Endpoint,
+    b: Endpoint,
+    probe_prompt: str,
+    *,
+    tolerance: float = 0.1,
+    need_logprobs: bool = True,
+) -> dict[str, Any]:
+    """Check both endpoints before spending samples: reachable, model served, logprobs
+    present, and the same model behind both (the first token's top-5 logprobs under greedy
+    decoding must agree within ``tolerance`` nats: speculation does not change the target's
+    first-token law, a different model or quantization does)."""
+    info: dict[str, Any] = {}
+    firsts = []
+    for ep in (a, b):
+        async with ep.client(concurrency=1) as client:
+            models = await list_models(client, ep)
+            if ep.model and ep.model not in models:
+                raise AuditError(f"{ep.name} does not serve model {ep.model!r}; it serves {models}")
+            try:
+                c = await complete(
+                    client, ep, probe_prompt, max_tokens=1, temperature=0.0, logprobs=5, retries=1
+                )
+            except IncompleteResult:
+                raise
+            except AuditError as err:
+                if need_logprobs or "no logprobs" not in str(err):
+                    raise
+                # Text outcomes: compare the greedy first piece instead of logprobs.
+                c = await complete(
+                    client, ep, probe_prompt, max_tokens=1, temperature=0.0, logprobs=None
+                )
+                info[ep.name] = {"models": models, "probe_text": c.text}
+                firsts.append({c.text: 0.0})
+                continue
+            if not c.top[0]:
+                raise AuditError(f"{ep.name} returned no top_logprobs; the audit needs them")
+            info[ep.name] = {"models": models, "probe_top": c.top[0]}
+            firsts.append(c.top[0])
+    if any("probe_text" in v for v in info.values()):
+        # Without logprobs on one side only the greedy first piece can be compared.
+        tops = [max(f, key=f.get) for f in firsts]
+        if tops[0] != tops[1]:
+            raise AuditError(
+                f"mismatched models: on the probe prompt {a.name} and {b.name} choose "
+                f"different greedy first tokens ({tops[0]!r} vs {tops[1]!r}); check that both "
+                "servers load the same model file and quantization."
+            )
+        return info
+    shared = set(firsts[0]) & set(firsts[1])
+    best = max(firsts[0], key=firsts[0].get)
+    diffs = [abs(firsts[0][t] - firsts[1][t]) for t in shared]
+    if best not in firsts[1] or not diffs or max(diffs) > tolerance:
+        raise AuditError(
+            f"mismatched models: on the probe prompt {a.name} and {b.name} disagree on the "
+            f"first token's top logprobs ({firsts[0]} vs {firsts[1]}). Speculation must not "
+            "change them; check that both servers load the same model file and quantization."
+        )
+    info["probe_max_abs_diff"] = max(diffs)
+    return info

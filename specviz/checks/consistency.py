@@ -1,0 +1,268 @@
+"""One call that answers "does this speculative decoder keep the target's distribution?".
+
+:func:`consistency_check` samples the same prompts with speculative and with standard
+sampling (batched), runs the tests that fit each kind of outcome, corrects for multiplicity
+and returns a :class:`ConsistencyReport`: a verdict, the per-test table, TV estimates with
+bootstrap intervals, a power statement and plotly figures.
+
+Tests, per prompt:
+
+* token at each position: two-sample Pearson homogeneity (sparse tokens pooled);
+* first bigram and whole continuation: homogeneity with a tail bin;
+* sequence log-probability under the target: two-sample KS and Anderson-Darling;
+* randomized PIT of every speculative token against the target's own law, recorded during
+  the verify pass: a one-sample uniformity test that needs no shared prefix.
+
+The pass/fail verdict is Holm-adjusted at ``alpha`` over all of them; Benjamini-Hochberg
+adjusted p-values are reported for exploration.
+
+:func:`greedy_check` is the greedy counterpart: exact-match rate, first divergence and the
+target's top-1/top-2 logit margin there ("numerics" near a tie, otherwise "bug").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .. import stats
+from ..decoding.batched import (
+    BatchResult,
+    autoregressive_generate_batch,
+    speculative_generate_batch,
+)
+from .sequences import LogprobNumerics, result_row, sequence_tests
+
+__all__ = ["ConsistencyReport", "consistency_check"]
+
+
+@dataclass(frozen=True, eq=False)
+class ConsistencyReport:
+    verdict: str  # "consistent" | "inconsistent"
+    alpha: float
+    n_samples: int
+    tests: Any  # pandas DataFrame: prompt, test, statistic, pvalue, dof, holm, bh, reject
+    tv: Any  # pandas DataFrame: prompt, position, estimate, low, high
+    min_detectable_tv: float
+    power_statement: str
+    pit: np.ndarray  # PIT values of the speculative arm (all prompts, all positions)
+    first_token_counts: tuple  # (labels, speculative counts, standard counts) of prompt 0
+    seconds: float
+    verifier: str
+    numerics: tuple[LogprobNumerics, ...] = ()  # per prompt: logprob drift between the arms
+
+    @property
+    def numerics_statement(self) -> str:
+        """The largest log-probability drift between the arms, over all prompts."""
+        shared = [n for n in self.numerics if n.shared]
+        if not shared:
+            return str(LogprobNumerics(math.nan, 0))
+        worst = max(shared, key=lambda n: n.max_gap)
+        return str(LogprobNumerics(worst.max_gap, sum(n.shared for n in shared)))
+
+    def summary(self) -> str:
+        worst = self.tests.sort_values("holm").iloc[0]
+        return (
+            f"verdict: {self.verdict} (Holm at alpha={self.alpha}, {len(self.tests)} tests, "
+            f"{self.n_samples} samples per arm, verifier={self.verifier!r}); smallest adjusted "
+            f"p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}). {self.power_statement}"
+            f" {self.numerics_statement}."
+        )
+
+    def figures(self) -> dict[str, Any]:
+        """Observed-vs-reference bars (first token), p-value QQ plot, PIT histogram."""
+        import plotly.graph_objects as go
+
+        labels, spec, std = self.first_token_counts
+        order = np.argsort(-(np.asarray(std) + np.asarray(spec)))[:25]
+        names = [str(labels[i]) for i in order]
+        bars = go.Figure(
+            [
+                go.Bar(name="speculative", x=names, y=[spec[i] for i in order]),
+                go.Bar(name="standard", x=names, y=[std[i] for i in order]),
+            ]
+        )
+        bars.update_layout(
+            title="First token: speculative vs standard sampling",
+            barmode="group",
+            xaxis_title="token",
+            yaxis_title="count",
+        )
+        p = np.sort(self.tests.pvalue.to_numpy())
+        expected = (np.arange(1, len(p) + 1) - 0.5) / len(p)
+        qq = go.Figure(
+            [
+                go.Scatter(x=expected, y=p, mode="markers", name="tests"),
+                go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="uniform", line={"dash": "dash"}),
+            ]
+        )
+        qq.update_layout(
+            title="p-values vs uniform (QQ)", xaxis_title="expected", yaxis_title="observed"
+        )
+        pit = go.Figure([go.Histogram(x=self.pit, xbins={"start": 0, "end": 1, "size": 0.05})])
+        pit.update_layout(
+            title="Randomized PIT of speculative tokens (uniform if lossless)",
+            xaxis_title="PIT value",
+            yaxis_title="count",
+        )
+        return {"first_token": bars, "pvalue_qq": qq, "pit": pit}
+
+
+def _prompt_ids(prompt: Any, tokenizer: Any) -> list[int]:
+    if isinstance(prompt, str):
+        if tokenizer is None:
+            raise ValueError("text prompts need tokenizer=...")
+        from ..prompts import render_prompt
+
+        return render_prompt(tokenizer, prompt)
+    if hasattr(prompt, "messages") and tokenizer is not None:
+        from ..prompts import render_prompt
+
+        return render_prompt(tokenizer, prompt)
+    if isinstance(prompt, torch.Tensor):
+        return prompt.view(-1).tolist()
+    return list(prompt)
+
+
+def _sample_arm(fn, n: int, batch_size: int, seed: int, desc: str, progress: bool, **kw):
+    seqs: list[list[int]] = []
+    probs: list[list[float]] = []
+    above: list[list[float]] = []
+    with tqdm(total=n, desc=desc, unit="seq", disable=not progress, leave=False) as bar:
+        for start in range(0, n, batch_size):
+            m = min(batch_size, n - start)
+            r: BatchResult = fn(num_sequences=m, seed=seed + start, record=True, **kw)
+            seqs += r.sequences
+            probs += r.token_probs
+            above += r.mass_above
+            bar.update(m)
+    return seqs, probs, above
+
+
+def _logprob(probs: list[list[float]]) -> np.ndarray:
+    return np.array([float(np.sum(np.log(np.maximum(p, 1e-300)))) for p in probs])
+
+
+def consistency_check(
+    target: Any,
+    draft: Any,
+    prompts: Sequence[Any],
+    *,
+    n_samples: int,
+    max_new_tokens: int,
+    do_sample: bool = True,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    gamma: int = 4,
+    verifier: str = "lossless",
+    alpha: float = 0.01,
+    seed: int = 0,
+    batch_size: int = 256,
+    eos_token_id: int | Sequence[int] | None = None,
+    tokenizer: Any = None,
+    n_boot: int = 500,
+    progress: bool = True,
+) -> ConsistencyReport:
+    """Speculative vs standard sampling on ``prompts`` (token-id lists, strings or
+    :class:`~specviz.prompts.Prompt` with ``tokenizer``); ``n_samples`` per arm and prompt."""
+    import pandas as pd
+
+    if not do_sample:
+        raise ValueError("consistency_check compares sampled outputs; use greedy_check for greedy")
+    if not prompts:
+        raise ValueError("prompts is empty")
+    sampling = dict(
+        do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p, eos_token_id=eos_token_id
+    )
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    tv_rows: list[dict[str, Any]] = []
+    all_pit: list[np.ndarray] = []
+    first_counts: tuple = ((), np.zeros(0), np.zeros(0))
+    mdt = math.nan
+    numerics: list[LogprobNumerics] = []
+    for pi, prompt in enumerate(tqdm(prompts, desc="prompts", disable=not progress)):
+        ids = _prompt_ids(prompt, tokenizer)
+        common = dict(input_ids=ids, max_new_tokens=max_new_tokens, **sampling)
+        spec, spec_p, spec_above = _sample_arm(
+            lambda **kw: speculative_generate_batch(
+                target, draft, gamma=gamma, verifier=verifier, **kw
+            ),
+            n_samples,
+            batch_size,
+            seed,
+            "speculative",
+            progress,
+            **common,
+        )
+        std, std_p, _ = _sample_arm(
+            lambda **kw: autoregressive_generate_batch(target, **kw),
+            n_samples,
+            batch_size,
+            seed + 10**9,
+            "standard",
+            progress,
+            **common,
+        )
+
+        def add(test: str, res: Any, pi: int = pi) -> None:
+            rows.append(result_row(pi, test, res))
+
+        seq_tests = sequence_tests(
+            spec,
+            std,
+            max_new_tokens,
+            alpha=alpha,
+            rng=rng,
+            n_boot=n_boot,
+            logprobs=(_logprob(spec_p), _logprob(std_p)),
+        )
+        for name, res in seq_tests.results:
+            add(name, res)
+        tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
+        numerics.append(seq_tests.numerics)
+        if pi == 0:
+            first_counts, mdt = seq_tests.first_counts, seq_tests.min_detectable_tv
+        # Randomized PIT of every speculative token against the target's recorded law.
+        p = np.concatenate([np.asarray(x) for x in spec_p])
+        above = np.concatenate([np.asarray(x) for x in spec_above])
+        pit = np.clip(above + rng.random(p.shape) * p, 0.0, 1.0)
+        all_pit.append(pit)
+        add("PIT uniformity", stats.pit_uniformity(pit))
+
+    tests = pd.DataFrame(rows)
+    holm = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="holm", alpha=alpha)
+    bh = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="fdr_bh", alpha=alpha)
+    tests["holm"] = holm.pvalues_adjusted
+    tests["bh"] = bh.pvalues_adjusted
+    tests["reject"] = holm.reject
+    verdict = "inconsistent" if holm.any_reject else "consistent"
+    statement = (
+        f"With {n_samples} samples per arm, a first-token TV of {mdt:.3f} or more would be "
+        f"detected with 90% probability (alpha={alpha}, two-sample Pearson)."
+        if math.isfinite(mdt)
+        else "Too few distinct first tokens to state a detectable TV."
+    )
+    return ConsistencyReport(
+        verdict=verdict,
+        alpha=alpha,
+        n_samples=n_samples,
+        tests=tests,
+        tv=pd.DataFrame(tv_rows),
+        min_detectable_tv=mdt,
+        power_statement=statement,
+        pit=np.concatenate(all_pit) if all_pit else np.zeros(0),
+        first_token_counts=first_counts,
+        seconds=time.perf_counter() - t0,
+        verifier=verifier,
+        numerics=tuple(numerics),
+    )

@@ -1,0 +1,175 @@
+"""Batched model state: a physical-column KV cache with a validity mask.
+
+Each row accepts its own number of drafts. Instead of re-aligning rows, the KV cache keeps
+one physical column per fed token and a validity mask: rejected drafts (and the dummy slots of
+rows that have less to feed) become *holes* that attention never sees, and every row's RoPE
+positions count only its valid tokens. Rollback is clearing mask bits; :meth:`trim` crops
+trailing columns that are holes in every row; :meth:`select` forks or drops rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner"]
+
+
+class BatchRunner:
+    """Physical-column KV cache with a validity mask, for a transformers causal LM."""
+
+    def __init__(self, model: Any, batch: int) -> None:
+        import inspect
+
+        from transformers import DynamicCache
+
+        self.model = model
+        self.device = next(model.parameters()).device
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self.cache = DynamicCache(config=model.config)
+        self.mask = torch.zeros(batch, 0, dtype=torch.bool, device=self.device)
+
+    def extend(
+        self,
+        tokens: torch.Tensor,
+        valid: torch.Tensor,
+        num_logits: int,
+        return_hidden: bool = False,
+    ):
+        """tokens, valid: [B, m] -> logits [B, num_logits, V] (float32); with
+        ``return_hidden`` also the final normed hidden states of all m columns, [B, m, H].
+
+        Not under inference_mode itself: the mask must stay an ordinary tensor so rollback
+        can clear bits in place."""
+        tokens, valid = tokens.to(self.device), valid.to(self.device)
+        before = self.mask.sum(1, keepdim=True)  # [B, 1] valid tokens so far
+        positions = (before + valid.long().cumsum(1) - 1).clamp_min(0)  # [B, m]
+        self.mask = torch.cat([self.mask, valid], dim=1)
+        with torch.inference_mode():
+            if return_hidden:
+                return self._forward_hidden(tokens, positions, num_logits)
+            return self._forward(tokens, positions, num_logits)
+
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, num_logits: int):
+        out = self.model(
+            input_ids=tokens,
+            attention_mask=self.mask.long(),
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=num_logits,
+            **{self._cache_kw: self.cache},
+        )
+        return out.logits[:, -num_logits:].float()
+
+    def _forward_hidden(self, tokens: torch.Tensor, positions: torch.Tensor, num_logits: int):
+        m = self.model
+        base = m.get_decoder() if hasattr(m, "get_decoder") else m.model
+        out = base(
+            input_ids=tokens,
+            attention_mask=self.mask.long(),
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_kw: self.cache},
+        )
+        hidden = out.last_hidden_state  # [B, m, H]
+        logits = m.get_output_embeddings()(hidden[:, -num_logits:]).float()
+        return logits, hidden
+
+    def prefill_shared(self, prompt: torch.Tensor, return_hidden: bool = False) -> Any:
+        """Run the common prompt once (batch 1) and copy its KV cache to every row; with
+        ``return_hidden`` return its hidden states, [1, m, H]."""
+        batch = self.mask.shape[0]
+        ids = prompt.view(1, -1).to(self.device)
+        hidden = None
+        with torch.inference_mode():
+            if return_hidden:
+                base = (
+                    self.model.get_decoder()
+                    if hasattr(self.model, "get_decoder")
+                    else self.model.model
+                )
+                hidden = base(
+                    input_ids=ids, use_cache=True, **{self._cache_kw: self.cache}
+                ).last_hidden_state
+            else:
+                self.model(
+                    input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_kw: self.cache}
+                )
+        self.cache.batch_repeat_interleave(batch)
+        self.mask = torch.ones(batch, prompt.numel(), dtype=torch.bool, device=self.device)
+        return hidden
+
+    def trim(self) -> None:
+        """Drop trailing columns that are holes in every row (cheap crop)."""
+        alive = self.mask.any(0).nonzero()
+        keep = int(alive[-1]) + 1 if alive.numel() else 0
+        extra = self.mask.shape[1] - keep
+        if extra:
+            self.cache.crop(-extra)
+            self.mask = self.mask[:, :keep]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (finished rows leave the batch)."""
+        self.cache.batch_select_indices(rows.to(self.device))
+        self.mask = self.mask[rows.to(self.device)]
+
+
+class ToyBatchRunner:
+    """The same interface over a toy model (logits from each row's valid tokens)."""
+
+    def __init__(self, model: Any, batch: int) -> None:
+        self.model = model
+        self.device = torch.device("cpu")
+        self.tokens = torch.zeros(batch, 0, dtype=torch.long)
+        self.mask = torch.zeros(batch, 0, dtype=torch.bool)
+
+    def extend(
+        self,
+        tokens: torch.Tensor,
+        valid: torch.Tensor,
+        num_logits: int,
+        return_hidden: bool = False,
+    ) -> torch.Tensor:
+        if return_hidden:
+            raise TypeError(
+                "toy models have no hidden states (feature-level drafters need a transformer)"
+            )
+        self.tokens = torch.cat([self.tokens, tokens.cpu()], 1)
+        self.mask = torch.cat([self.mask, valid.cpu()], 1)
+        L = self.tokens.shape[1]
+        rows = []
+        for b in range(self.tokens.shape[0]):
+            out = []
+            for col in range(L - num_logits, L):
+                ctx = tuple(self.tokens[b, : col + 1][self.mask[b, : col + 1]].tolist())
+                # a hole before any valid token (a 1-token prompt beside longer ones):
+                # its logits are never used
+                out.append(self.model.next_logits(ctx) if ctx else self._blank())
+            rows.append(torch.stack(out))
+        return torch.stack(rows)  # [B, num_logits, V]
+
+    def prefill_shared(self, prompt: torch.Tensor, return_hidden: bool = False) -> None:
+        if return_hidden:
+            raise TypeError(
+                "toy models have no hidden states (feature-level drafters need a transformer)"
+            )
+        batch = self.mask.shape[0]
+        self.tokens = prompt.view(1, -1).expand(batch, -1).clone()
+        self.mask = torch.ones(batch, prompt.numel(), dtype=torch.bool)
+
+    def trim(self) -> None:
+        pass
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.tokens, self.mask = self.tokens[rows], self.mask[rows]
+
+    def _blank(self) -> torch.Tensor:
+        return torch.zeros(self.model.vocab_size)
+
+
+def batch_runner(model: Any, batch: int) -> BatchRunner | ToyBatchRunner:
+    if hasattr(model, "make_runner"):  # toy models
+        return ToyBatchRunner(model, batch)
+    return BatchRunner(model, batch)

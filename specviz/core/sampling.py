@@ -1,0 +1,122 @@
+"""Logits -> the distribution that is actually sampled from.
+
+Speculative sampling is only lossless if the draft's q and the target's p are the
+distributions each token was *really* drawn from (transformers #47932 shipped raw q next
+to a processed sample; vLLM #9834 processed the draft but not the target). So every
+consumer -- draft, target, bonus token, residual and the plain baseline -- goes through
+:func:`logits_to_probs` with the same :class:`SamplingParams`.
+
+The processing matches transformers' ``generate``: temperature, then top-k, then top-p,
+each with ``min_tokens_to_keep=1``, and each skipped exactly where ``generate`` skips it
+(temperature == 1, top_k None, top_p in (None, 1.0)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["SamplingParams", "logits_to_probs", "sample", "sample_with_uniform", "check_logits"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings with transformers' meaning. ``do_sample=False`` is greedy (argmax)."""
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.do_sample:
+            t = self.temperature
+            if not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+                raise ValueError(
+                    f"temperature must be a finite number > 0 when do_sample=True, got {t!r} "
+                    "(use do_sample=False for greedy decoding)"
+                )
+        if self.top_k is not None and (
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
+        ):
+            # transformers reads top_k=0 as "off"; we refuse it so "off" is spelled None.
+            raise ValueError(
+                f"top_k must be an integer >= 1 or None (no top-k), got {self.top_k!r}"
+            )
+        if self.top_p is not None:
+            p = self.top_p
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 < p <= 1.0):
+                raise ValueError(f"top_p must be in (0, 1], got {p!r}")
+
+    @property
+    def is_greedy(self) -> bool:
+        return not self.do_sample
+
+
+def check_logits(logits: torch.Tensor, who: str) -> None:
+    """Refuse NaN/inf logits: a softmax over them silently yields NaN probabilities."""
+    if not bool(torch.isfinite(logits).all()):
+        bad = (~torch.isfinite(logits)).nonzero()
+        first = tuple(int(i) for i in bad[0].tolist())
+        raise FloatingPointError(
+            f"{who} produced non-finite logits (first at index {first}); "
+            "check the model's dtype/weights -- specviz will not sample from NaN/inf"
+        )
+
+
+def _warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    # [..., V] float32 logits -> processed logits with -inf for removed tokens.
+    scores = logits
+    if params.temperature != 1.0:
+        scores = scores / params.temperature
+    if params.top_k is not None:
+        k = min(params.top_k, scores.shape[-1])
+        kth = torch.topk(scores, k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if params.top_p is not None and params.top_p < 1.0:
+        sorted_scores, sorted_idx = torch.sort(scores, dim=-1, descending=False)
+        cum = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove_sorted = cum <= (1.0 - params.top_p)
+        remove_sorted[..., -1:] = False  # min_tokens_to_keep = 1
+        remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
+        scores = scores.masked_fill(remove, float("-inf"))
+    return scores
+
+
+def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Return the sampling distribution for ``logits`` ([..., V]) as float32 probabilities.
+
+    Greedy (``do_sample=False``) returns the one-hot of the argmax, i.e. the distribution
+    greedy decoding samples from, so greedy and sampled paths share one code path where
+    that is convenient. The raw softmax (T=1, no filtering) is what greedy *drafts* report
+    only when a bug is requested on purpose (see ``verify.py``).
+    """
+    logits = logits.float()
+    if params.is_greedy:
+        idx = logits.argmax(dim=-1, keepdim=True)
+        return torch.zeros_like(logits).scatter_(-1, idx, 1.0)
+    return torch.softmax(_warp(logits, params), dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Draw one token per row of ``probs`` ([..., V]) -> [...] int64.
+
+    Inverse-CDF sampling with exactly one uniform per row from ``generator``: that one-draw
+    contract is what lets the batched engine draw each row's uniform from the row's own
+    generator and then sample all rows in one vectorised call, reproducing serial runs.
+    """
+    u = torch.rand(probs.shape[:-1], generator=generator, device=probs.device, dtype=torch.float64)
+    return sample_with_uniform(probs, u)
+
+
+def sample_with_uniform(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """probs [..., V], u [...] in [0, 1) -> the token whose CDF interval contains u."""
+    cdf = probs.double().cumsum(-1)  # [..., V]; float64 so the tail keeps its mass
+    x = (u.to(cdf.dtype) * cdf[..., -1]).unsqueeze(-1)
+    idx = torch.searchsorted(cdf, x, right=True).squeeze(-1)  # first token with CDF > x
+    vocab = probs.shape[-1]
+    # u * total can round up to total: fall back to the last token with mass
+    last = vocab - 1 - (probs.flip(-1) > 0).long().argmax(-1)
+    return torch.where(idx >= vocab, last, idx)

@@ -1,0 +1,423 @@
+"""How many tokens to draft: gamma policies, live and replayed.
+
+A policy is asked before every target call how many drafts it wants (0 = a plain decoding
+step) and told afterwards how the call went. Pass one as
+``speculative_generate(..., gamma=policy)``; an ``int`` keeps the fixed-gamma behaviour.
+
+Policies only decide *how many* tokens are drafted, never how they are verified, so every
+live policy is lossless: the accept/reject rule is applied unchanged to whatever was drafted.
+(:class:`ConfidenceStop` stops the draft model early on its own ``q_draft``, which depends
+only on the context -- the same argument.)
+
+* :class:`ConstantGamma` -- the classic fixed gamma.
+* :class:`HeuristicGamma` -- transformers' ``num_assistant_tokens_schedule="heuristic"``:
+  +2 after a fully accepted draft, -1 otherwise.
+* :class:`ConfidenceStop` -- stop drafting when the draft's top probability falls below a
+  threshold (DISCO / transformers' ``assistant_confidence_threshold`` idea).
+* :class:`AcceptanceEMA` -- tracks acceptance and the draft cost ratio, drafts the gamma that
+  maximises the predicted speedup, and falls back to plain decoding when that speedup drops
+  below 1 (or the batch is too large), probing now and then to notice recovery.
+* :class:`BatchFallback` -- a fixed gamma while few rows share a model call, plain decoding
+  above ``max_batch`` rows (the batched engine and load generator set ``batch_size``).
+
+The *policy lab* (:func:`replay`, :func:`compare_policies`) replays a recorded run offline:
+given, for every generated position, whether a draft there would have been accepted (and the
+draft's confidence), it runs any policy against a cost model in microseconds, so policies
+can be compared on the very same text before running them live.
+
+>>> pol = HeuristicGamma(initial=3)
+>>> pol.start(); pol.next_gamma()
+3
+>>> pol.update(drafted=3, accepted=3, draft_time=0.0, verify_time=0.0); pol.next_gamma()
+5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..core.sampling import logits_to_probs
+from ..perf.theory import VerifyCost, optimal_gamma, speedup_positional
+from .base import Draft, Drafter
+from .model import ModelDrafter
+from .modes import _draft_step
+
+__all__ = [
+    "DraftStop",
+    "GammaPolicy",
+    "ConstantGamma",
+    "HeuristicGamma",
+    "ConfidenceStopDrafter",
+    "ConfidenceStop",
+    "AcceptanceEMA",
+    "BatchFallback",
+    "as_policy",
+]
+
+
+@dataclass(frozen=True)
+class DraftStop:
+    """Stop drafting at the first position (after ``min_tokens``) whose draft distribution has
+    top probability below ``threshold`` -- decided before that position's token is drawn."""
+
+    threshold: float
+    min_tokens: int = 1
+
+
+class GammaPolicy:
+    """The gamma-policy contract. Override :meth:`next_gamma`; the hooks have no-op defaults,
+    so the decoding core calls them unconditionally:
+
+    * ``start()`` once per generation;
+    * ``observe_batch(rows)`` before every target call: the rows that share it (1 serially);
+    * ``next_gamma()`` drafts wanted for the next call (0 = a plain decoding step);
+    * ``update(drafted, accepted, draft_time, verify_time)`` what the call did;
+    * ``draft_stop()`` a :class:`DraftStop` rule for model drafts, or None.
+
+    A duck-typed object with ``next_gamma`` and ``update`` still works: :func:`as_policy`
+    wraps it once.
+    """
+
+    name = "policy"
+    max_gamma = 0
+    batch_size = 1
+
+    def start(self) -> None:
+        """Reset per-generation state (called once at the start of every generation)."""
+
+    def observe_batch(self, rows: int) -> None:
+        """Rows in the next model call (the batched engine and the load generator)."""
+        self.batch_size = rows
+
+    def next_gamma(self) -> int:
+        """Drafts wanted for the next target call (0 = plain decoding step)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement next_gamma()")
+
+    def update(self, drafted: int, accepted: int, draft_time: float, verify_time: float) -> None:
+        """What the last call did: drafts proposed and accepted, seconds spent."""
+
+    def draft_stop(self) -> DraftStop | None:
+        """A rule that stops a model draft early on its own q_draft (None: draft them all)."""
+        return None
+
+    def draft_length(self, gamma: int, top_probs: Sequence[float]) -> int:
+        """Replay only: how many of ``gamma`` drafts the drafter would actually propose given
+        the draft's top probabilities at the next positions (all of them, by default)."""
+        return gamma
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_Base = GammaPolicy  # the name of the base before it became the public contract
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+class _ForeignPolicy(GammaPolicy):
+    """Adapter for an object that duck-types ``next_gamma``/``update`` (hooks looked up once)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", repr(inner))
+        self.max_gamma = getattr(inner, "max_gamma", None)
+        noop = lambda *a: None  # noqa: E731
+        self._start = getattr(inner, "start", noop)
+        self._has_batch = hasattr(inner, "batch_size")
+        self._stop = getattr(inner, "draft_stop", lambda: None)
+        self._wrap = getattr(inner, "wrap_drafter", None)
+
+    def start(self) -> None:
+        self._start()
+
+    def observe_batch(self, rows: int) -> None:
+        if self._has_batch:
+            self.inner.batch_size = rows
+
+    def next_gamma(self) -> int:
+        return self.inner.next_gamma()
+
+    def update(self, drafted: int, accepted: int, draft_time: float, verify_time: float) -> None:
+        self.inner.update(drafted, accepted, draft_time, verify_time)
+
+    def draft_stop(self) -> DraftStop | None:
+        return self._stop()
+
+
+class ConstantGamma(GammaPolicy):
+    """Always ``gamma`` drafts (what ``gamma=int`` does)."""
+
+    def __init__(self, gamma: int) -> None:
+        self.gamma = _count("gamma", gamma, 0)
+        self.max_gamma = gamma
+        self.name = f"constant({gamma})"
+
+    def next_gamma(self) -> int:
+        return self.gamma
+
+
+class HeuristicGamma(GammaPolicy):
+    """transformers' heuristic schedule: +``up`` after a fully accepted draft, -``down``
+    otherwise, within [min_gamma, max_gamma]. Starts at ``initial`` every generation."""
+
+    def __init__(
+        self,
+        initial: int = 5,
+        *,
+        up: int = 2,
+        down: int = 1,
+        min_gamma: int = 1,
+        max_gamma: int = 16,
+    ) -> None:
+        self.initial = _count("initial", initial, 1)
+        self.up, self.down = _count("up", up, 0), _count("down", down, 0)
+        self.min_gamma = _count("min_gamma", min_gamma, 1)
+        self.max_gamma = _count("max_gamma", max_gamma, self.min_gamma)
+        self.name = f"heuristic(+{up}/-{down}, start {initial})"
+        self.start()
+
+    def start(self) -> None:
+        self.gamma = min(max(self.initial, self.min_gamma), self.max_gamma)
+
+    def next_gamma(self) -> int:
+        return self.gamma
+
+    def update(self, drafted: int, accepted: int, draft_time: float, verify_time: float) -> None:
+        if drafted == 0:
+            return
+        step = self.up if accepted == drafted else -self.down
+        self.gamma = min(max(self.gamma + step, self.min_gamma), self.max_gamma)
+
+
+class ConfidenceStopDrafter(Drafter):
+    """A model drafter that stops proposing at the first position (after ``min_tokens``)
+    whose draft distribution has top probability below ``threshold`` (with greedy decoding,
+    the top probability of the draft's plain softmax).
+
+    The stop looks only at ``q_draft`` of the next position -- a function of the context --
+    before that position's token is drawn, so the proposal law of the drafted tokens is
+    unchanged and verification stays exactly lossless.
+    """
+
+    def __init__(self, inner: ModelDrafter, threshold: float, min_tokens: int = 1) -> None:
+        if not isinstance(inner, ModelDrafter):
+            raise TypeError(
+                f"ConfidenceStop needs a model drafter (it reads q_draft), got {type(inner).__name__}"
+            )
+        self.inner = inner
+        self.model = inner.model
+        self.threshold = threshold
+        self.min_tokens = min_tokens
+        self.name = f"{inner.name}+stop(top<{threshold})"
+        self.vocab_size = inner.vocab_size
+        self.stopped_early = 0
+
+    @property
+    def deterministic(self) -> bool:
+        return self.inner.deterministic
+
+    def fork(self) -> ConfidenceStopDrafter:
+        return ConfidenceStopDrafter(self.inner.fork(), self.threshold, self.min_tokens)
+
+    def start(self, prompt: torch.Tensor, params: Any) -> None:
+        self.inner.start(prompt, params)
+
+    def feedback(self, num_accepted: int) -> None:
+        self.inner.feedback(num_accepted)
+
+    @torch.inference_mode()
+    def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
+        d = self.inner
+        pending = d._sync(context)
+        logits = d.runner.extend(pending, 1)[-1]  # [V]
+        fed = [d._fed, pending.cpu()]
+        tokens, qs = [], []
+        for i in range(k):
+            if i >= self.min_tokens:
+                # Greedy "probabilities" are one-hot: judge confidence on the raw softmax.
+                q = (
+                    torch.softmax(logits.float(), dim=-1)
+                    if d.params.is_greedy
+                    else logits_to_probs(logits, d.params)
+                )
+                top = float(q.max())  # one host sync per drafted token, inherent to the rule
+                if top < self.threshold:
+                    self.stopped_early += 1
+                    break
+            tok, q = _draft_step(logits, d.params, d.mode, generator)
+            tokens.append(tok)
+            qs.append(q)
+            if i + 1 < k:
+                logits = d.runner.extend(tok.view(1), 1)[-1]
+                fed.append(tok.view(1).cpu())
+        d._fed = torch.cat(fed)
+        if not tokens:
+            return Draft(torch.empty(0, dtype=torch.long))
+        return Draft(torch.stack(tokens).cpu(), torch.stack(qs))
+
+
+class ConfidenceStop(GammaPolicy):
+    """Draft up to ``gamma`` tokens, stopping where the draft's top probability < threshold.
+
+    Live, the engine wraps a model drafter in :class:`ConfidenceStopDrafter`; in replay,
+    :meth:`draft_length` applies the same rule to recorded top probabilities.
+    """
+
+    def __init__(self, gamma: int = 8, threshold: float = 0.4, *, min_tokens: int = 1) -> None:
+        self.max_gamma = _count("gamma", gamma, 1)
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+        self.threshold = threshold
+        self.min_tokens = _count("min_tokens", min_tokens, 0)
+        self.name = f"confidence(top<{threshold}, max {gamma})"
+
+    def next_gamma(self) -> int:
+        return self.max_gamma
+
+    def wrap_drafter(self, drafter: Any) -> ConfidenceStopDrafter:
+        return ConfidenceStopDrafter(drafter, self.threshold, self.min_tokens)
+
+    def draft_stop(self) -> DraftStop:
+        return DraftStop(self.threshold, self.min_tokens)
+
+    def draft_length(self, gamma: int, top_probs: Sequence[float]) -> int:
+        for i in range(gamma):
+            if i >= self.min_tokens and i < len(top_probs) and top_probs[i] < self.threshold:
+                return i
+        return gamma
+
+
+class AcceptanceEMA(GammaPolicy):
+    """Drafts the gamma that maximises the predicted speedup under the current estimates,
+    or nothing (plain decoding) when that speedup is below ``min_speedup`` or the batch is
+    larger than ``max_batch``.
+
+    Acceptance is an exponential moving average over every evaluated draft position (the
+    causal prefix plus the first rejection); c is an EMA of (draft seconds per token) /
+    (seconds per plain step) once plain steps have been seen, otherwise of (draft seconds per
+    token) / (verify seconds), or the fixed ``c`` given. While falling back, every
+    ``probe_every``-th step drafts one token so a recovery is noticed.
+    """
+
+    def __init__(
+        self,
+        max_gamma: int = 8,
+        *,
+        prior: float = 0.6,
+        weight: float = 0.15,
+        c: float | None = None,
+        c_prior: float = 0.2,
+        min_speedup: float = 1.0,
+        probe_every: int = 8,
+        batch_size: int = 1,
+        max_batch: int | None = None,
+        verify_cost: VerifyCost | None = None,
+    ) -> None:
+        self.max_gamma = _count("max_gamma", max_gamma, 1)
+        if not 0 < weight <= 1:
+            raise ValueError(f"weight must be in (0, 1], got {weight}")
+        self.prior, self.weight = prior, weight
+        self.c_fixed, self.c_prior = c, c_prior
+        self.min_speedup = min_speedup
+        self.probe_every = _count("probe_every", probe_every, 1)
+        self.batch_size = _count("batch_size", batch_size, 1)
+        self.max_batch = max_batch
+        self.verify_cost = verify_cost
+        self.name = f"acceptance-EMA(max {max_gamma})"
+        self.start()
+
+    def start(self) -> None:
+        self.alpha = self.prior
+        self.c = self.c_fixed if self.c_fixed is not None else self.c_prior
+        self.plain_step: float | None = None
+        self._plain_run = 0
+        self.fallbacks = 0  # plain steps taken because speculation was predicted not to pay
+
+    def predicted_speedup(self, gamma: int) -> float:
+        v = self.verify_cost.ratio(gamma + 1) if self.verify_cost is not None else 1.0
+        if gamma == 0:
+            return 1.0
+        return speedup_positional([self.alpha] * gamma, self.c, v)
+
+    def next_gamma(self) -> int:
+        if self.max_batch is not None and self.batch_size > self.max_batch:
+            self.fallbacks += 1
+            return 0
+        g = optimal_gamma(
+            self.alpha, self.c, max_gamma=self.max_gamma, verify_cost=self.verify_cost
+        )
+        if g == 0 or self.predicted_speedup(g) < self.min_speedup:
+            self._plain_run += 1
+            if self._plain_run % self.probe_every == 0:
+                return 1
+            self.fallbacks += 1
+            return 0
+        self._plain_run = 0
+        return g
+
+    def update(self, drafted: int, accepted: int, draft_time: float, verify_time: float) -> None:
+        w = self.weight
+        if drafted == 0:
+            if verify_time > 0:
+                self.plain_step = (
+                    verify_time
+                    if self.plain_step is None
+                    else (1 - w) * self.plain_step + w * verify_time
+                )
+            return
+        for x in [1.0] * accepted + ([0.0] if accepted < drafted else []):
+            self.alpha = (1 - w) * self.alpha + w * x
+        if self.c_fixed is None and draft_time > 0:
+            denom = self.plain_step if self.plain_step else verify_time
+            if denom > 0:
+                self.c = (1 - w) * self.c + w * (draft_time / drafted) / denom
+
+
+class BatchFallback(GammaPolicy):
+    """``gamma`` drafts while at most ``max_batch`` rows share a model call, plain decoding
+    above that: the article's "fall back to plain decoding at high load" as a rule of thumb
+    (a batched server is compute bound sooner, and then verifying drafts costs more than it
+    saves). :func:`specviz.batch.speculative_generate_batch` updates ``batch_size`` before
+    every call; the serial engine leaves it at 1.
+    """
+
+    def __init__(self, gamma: int = 4, max_batch: int = 2) -> None:
+        self.gamma = _count("gamma", gamma, 1)
+        self.max_gamma = gamma
+        self.max_batch = _count("max_batch", max_batch, 1)
+        self.batch_size = 1
+        self.fallbacks = 0
+        self.name = f"fallback(gamma {gamma}, plain above batch {max_batch})"
+
+    def start(self) -> None:
+        self.batch_size = 1
+        self.fallbacks = 0
+
+    def next_gamma(self) -> int:
+        if self.batch_size > self.max_batch:
+            self.fallbacks += 1
+            return 0
+        return self.gamma
+
+
+def as_policy(gamma: int | GammaPolicy) -> GammaPolicy:
+    """An int becomes :class:`ConstantGamma`; a :class:`GammaPolicy` is returned as is; an
+    object with ``next_gamma()``/``update()`` is wrapped once in the contract's adapter."""
+    if isinstance(gamma, int) and not isinstance(gamma, bool):
+        return ConstantGamma(_count("gamma", gamma, 1))
+    if isinstance(gamma, GammaPolicy):
+        return gamma
+    if all(callable(getattr(gamma, m, None)) for m in ("next_gamma", "update")):
+        return _ForeignPolicy(gamma)
+    raise ValueError(
+        f"gamma must be an integer >= 1 or a policy with next_gamma()/update() "
+        f"(see specviz.policies), got {gamma!r}"
+    )

@@ -1,0 +1,354 @@
+"""The deployment checklist of the source article (claims 12 and 10), as functions.
+
+Before switching speculation on in production, the article asks for: a baseline with fixed
+versions, sampling, precision and data; a *short* gamma first; metrics split by task;
+low / medium / peak concurrency; a fallback to plain decoding where acceptance is low or load
+is high; and the numbers to watch -- mean accepted length, draft cost, end-to-end throughput,
+greedy and statistical consistency, where rejections happen. This module computes each step
+on a user's own pair and turns the measurements into advice and a report file; notebook
+``10_deployment_checklist.ipynb`` wires it together.
+
+Advice is derived from measured numbers with stated thresholds (:func:`advise`); nothing is
+pre-written.
+
+>>> import pandas as pd
+>>> t = pd.DataFrame({"category": ["code", "code"], "gamma": [2, 4], "speedup": [0.8, 0.7],
+...                   "acceptance": [0.3, 0.25], "first_rejection_share": [0.6, 0.65],
+...                   "tokens_per_call": [1.4, 1.3]})
+>>> [a.action for a in advise(t)]
+['plain decoding', 'shorten gamma or change the drafter']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Advice",
+    "advise",
+    "category_runs",
+    "category_table",
+    "environment",
+    "markdown_table",
+    "write_report",
+]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def environment(
+    target_name: str,
+    draft_name: str,
+    *,
+    target: Any = None,
+    sampling: dict[str, Any] | None = None,
+    prompts_path: str | Path | None = None,
+) -> dict[str, str]:
+    """Everything a baseline must pin: versions, device, precision, threads, sampling and the
+    prompt data (its SHA-256), as strings for a report."""
+    import numpy
+    import torch
+    import transformers
+
+    from .. import __version__
+    from ..prompts import default_prompts_path
+
+    path = Path(prompts_path) if prompts_path is not None else default_prompts_path()
+    env = {
+        "target": target_name,
+        "draft": draft_name,
+        "specviz": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}",
+        "torch threads": str(torch.get_num_threads()),
+        "prompts file": f"{path.name} sha256 {_sha256(path)[:16]}",
+        "date (UTC)": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+    }
+    if target is not None:
+        try:
+            p = next(target.parameters())
+            env["device"], env["precision"] = str(p.device), str(p.dtype).replace("torch.", "")
+        except (AttributeError, StopIteration):
+            pass
+    for k, v in (sampling or {}).items():
+        env[f"sampling: {k}"] = str(v)
+    return env
+
+
+def category_runs(
+    target: Any,
+    draft: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    *,
+    gammas: Sequence[int],
+    max_new_tokens: int,
+    eos_token_id: int | Sequence[int] | None = None,
+    progress: bool = True,
+) -> Any:
+    """Plain greedy decoding and greedy speculative decoding at each gamma, prompt by prompt
+    (serial, batch 1, traced). One row per (prompt, gamma); gamma 0 is the plain baseline.
+
+    Greedy, so the speculative tokens must equal the baseline's (``same_as_plain``; a
+    difference is explained by :func:`specviz.greedy_check`)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from ..decoding.serial import autoregressive_generate, speculative_generate
+    from ..prompts import render_prompt
+
+    if not gammas or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in gammas):
+        raise ValueError(f"gammas must be integers >= 1, got {list(gammas)!r}")
+    rows = []
+    for p in tqdm(prompts, desc="prompts", disable=not progress):
+        ids = render_prompt(tokenizer, p)
+        kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+        base = autoregressive_generate(target, ids, **kw)
+        rows.append(_row(p, 0, base, base))
+        for g in gammas:  # a drafter resets its own cache at the start of each run
+            res = speculative_generate(target, draft, ids, gamma=g, trace=True, **kw)
+            rows.append(_row(p, g, res, base))
+    return pd.DataFrame(rows)
+
+
+def _row(prompt: Any, gamma: int, res: Any, base: Any) -> dict[str, Any]:
+    steps = res.trace.steps if res.trace is not None else ()
+    drafted = sum(s.drafted for s in steps)
+    accepted = sum(s.accepted for s in steps)
+    first_rej = sum(1 for s in steps if s.drafted > 0 and s.accepted == 0)
+    with_drafts = sum(1 for s in steps if s.drafted > 0)
+    return dict(
+        prompt_id=getattr(prompt, "id", ""),
+        category=getattr(prompt, "category", ""),
+        gamma=gamma,
+        tokens=len(res.new_tokens),
+        seconds=res.total_time,
+        ttft=res.ttft,
+        target_calls=res.target_calls,
+        drafted=drafted,
+        accepted=accepted,
+        steps_with_drafts=with_drafts,
+        first_rejections=first_rej,
+        draft_seconds=sum(s.draft_time for s in steps),
+        same_as_plain=list(res.new_tokens) == list(base.new_tokens),
+    )
+
+
+def category_table(runs: Any) -> Any:
+    """Per (category, gamma): tokens/s, speed-up over plain on the same prompts, acceptance,
+    mean accepted length (tokens per target call), the share of steps whose *first* draft was
+    rejected, the draft's share of the wall time, and whether greedy tokens matched."""
+    import pandas as pd
+
+    if runs.empty:
+        raise ValueError("no runs to summarise")
+    rows = []
+    for (cat, g), sub in runs.groupby(["category", "gamma"], sort=True):
+        base = runs[(runs.category == cat) & (runs.gamma == 0)]
+        plain_rate = base.tokens.sum() / base.seconds.sum()
+        rate = sub.tokens.sum() / sub.seconds.sum()
+        drafted = sub.drafted.sum()
+        steps = sub.steps_with_drafts.sum()
+        rows.append(
+            dict(
+                category=cat,
+                gamma=int(g),
+                prompts=len(sub),
+                tokens_per_s=rate,
+                speedup=rate / plain_rate,
+                acceptance=sub.accepted.sum() / drafted if drafted else math.nan,
+                tokens_per_call=sub.tokens.sum() / sub.target_calls.sum(),
+                first_rejection_share=sub.first_rejections.sum() / steps if steps else math.nan,
+                draft_time_share=sub.draft_seconds.sum() / sub.seconds.sum(),
+                ttft_mean=sub.ttft.mean(),
+                greedy_identical=bool(sub.same_as_plain.all()),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Advice:
+    scope: str  # "category <name>", "load", "consistency", "overall"
+    action: str  # short imperative
+    reason: str  # the measured numbers behind it
+    severity: str = "info"  # "info" | "warn" | "stop"
+
+    def line(self) -> str:
+        mark = {"stop": "STOP", "warn": "WARN", "info": "OK"}[self.severity]
+        return f"[{mark}] {self.scope}: {self.action} -- {self.reason}"
+
+
+def advise(
+    table: Any,
+    *,
+    crossovers: Sequence[Any] = (),
+    greedy_verdict: str | None = None,
+    consistency_verdict: str | None = None,
+    min_speedup: float = 1.0,
+    first_rejection_alarm: float = 0.5,
+) -> list[Advice]:
+    """Turn the measurements into the article's decisions, with fixed thresholds:
+
+    * per category: speculate with the gamma of the best measured speed-up if it is at least
+      ``min_speedup``, else fall back to plain decoding;
+    * if more than ``first_rejection_alarm`` of the steps at the *shortest* gamma rejected the
+      first draft: shorten gamma or change the drafter (claim 10);
+    * per load crossover (:class:`specviz.load.Crossover`): the load above which to turn
+      speculation off, or that it never paid / always paid in the tested range;
+    * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop.
+    """
+    out: list[Advice] = []
+    spec = table[table.gamma > 0]
+    for cat, sub in spec.groupby("category", sort=True):
+        best = sub.loc[sub.speedup.idxmax()]
+        numbers = (
+            f"best speed-up {best.speedup:.2f}x at gamma {int(best.gamma)}, acceptance "
+            f"{best.acceptance:.2f}, {best.tokens_per_call:.2f} tokens per target call"
+        )
+        if best.speedup >= min_speedup:
+            out.append(
+                Advice(f"category {cat}", f"speculate with gamma {int(best.gamma)}", numbers)
+            )
+        else:
+            out.append(Advice(f"category {cat}", "plain decoding", numbers, "warn"))
+        short = sub.loc[sub.gamma.idxmin()]
+        if short.first_rejection_share > first_rejection_alarm:
+            out.append(
+                Advice(
+                    f"category {cat}",
+                    "shorten gamma or change the drafter",
+                    f"{short.first_rejection_share:.0%} of the steps at gamma {int(short.gamma)} "
+                    f"rejected the very first draft (alarm above {first_rejection_alarm:.0%})",
+                    "warn",
+                )
+            )
+    for x in crossovers:
+        unit = "requests/s" if x.scenario == "rate" else "concurrent clients"
+        lo, hi = min(x.levels), max(x.levels)
+        if x.status == "crosses":
+            out.append(
+                Advice(
+                    "load",
+                    f"turn speculation off above ~{x.level:.3g} {unit}",
+                    f"{x.metric}: speed-up fell through 1 there "
+                    f"({', '.join(f'{s:.2f}x' for s in x.speedups)} at {list(x.levels)})",
+                    "warn",
+                )
+            )
+        elif x.status == "never_pays":
+            out.append(
+                Advice(
+                    "load",
+                    "keep speculation off",
+                    f"{x.metric}: it lost at every tested load {lo:g}-{hi:g} {unit} "
+                    f"(best {max(x.speedups):.2f}x)",
+                    "warn",
+                )
+            )
+        elif x.status == "always_pays":
+            out.append(
+                Advice(
+                    "load",
+                    f"speculation paid up to {hi:g} {unit}; test higher load",
+                    f"{x.metric}: speed-ups {', '.join(f'{s:.2f}x' for s in x.speedups)}",
+                )
+            )
+        else:
+            out.append(
+                Advice(
+                    "load",
+                    f"speculate only above ~{x.level:.3g} {unit} (unusual: check noise)",
+                    f"{x.metric}: speed-ups {', '.join(f'{s:.2f}x' for s in x.speedups)}",
+                    "warn",
+                )
+            )
+    if greedy_verdict == "bug":
+        out.append(
+            Advice(
+                "consistency",
+                "do not deploy: greedy outputs differ with a clear logit margin",
+                "a lossless implementation reproduces plain greedy decoding except at near ties",
+                "stop",
+            )
+        )
+    elif greedy_verdict is not None:
+        out.append(Advice("consistency", f"greedy check: {greedy_verdict}", "see the report"))
+    if consistency_verdict == "inconsistent":
+        out.append(
+            Advice(
+                "consistency",
+                "do not deploy: sampled outputs are not the target's distribution",
+                "the statistical consistency check rejected at its stated alpha",
+                "stop",
+            )
+        )
+    elif consistency_verdict is not None:
+        out.append(
+            Advice("consistency", f"statistical check: {consistency_verdict}", "see the report")
+        )
+    return out
+
+
+def markdown_table(df: Any, *, digits: int = 3) -> str:
+    """A DataFrame as a GitHub-flavoured markdown table (no extra dependency).
+
+    >>> import pandas as pd
+    >>> print(markdown_table(pd.DataFrame({"a": [1.23456], "b": ["x"]})))
+    | a | b |
+    |---|---|
+    | 1.235 | x |
+    """
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return (
+                "nan"
+                if math.isnan(v)
+                else f"{v:.{digits}g}"
+                if abs(v) >= 1e4
+                else f"{v:.{digits}f}"
+            )
+        return str(v).replace("|", "\\|")
+
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def write_report(
+    path: str | Path,
+    *,
+    title: str,
+    environment: dict[str, str],
+    sections: Sequence[tuple[str, Any]],
+    advice: Sequence[Advice] = (),
+) -> Path:
+    """Write a markdown report: the pinned environment, the advice, then each section (a
+    heading and markdown text or a DataFrame). Returns the path written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = [f"# {title}", "", "## Baseline: what was fixed", ""]
+    parts += [f"- **{k}**: {v}" for k, v in environment.items()]
+    if advice:
+        parts += ["", "## Decisions (from the measurements below)", ""]
+        parts += [f"- {a.line()}" for a in advice]
+    for heading, body in sections:
+        parts += ["", f"## {heading}", ""]
+        parts.append(body if isinstance(body, str) else markdown_table(body))
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return path

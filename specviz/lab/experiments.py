@@ -1,0 +1,757 @@
+"""The experiments the notebooks run, kept here (tested) so the notebooks stay thin."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import views as viz
+from ..core.sampling import SamplingParams, logits_to_probs
+from ..core.trace import Trace
+from ..decoding.serial import GenerationResult, speculative_generate
+from ..drafting.lookup import PromptLookupDrafter
+from ..drafting.model import EarlyExitDrafter
+from ..fixtures.toy import ToyLM, exact_continuation_law
+from ..views.explorers import _one_thread
+
+__all__ = [
+    "toy_alpha",
+    "ToySimulation",
+    "simulate_toy",
+    "samples_to_detect",
+    "sample_continuations",
+    "continuation_table",
+    "NotebookModels",
+    "load_models",
+    "PromptRun",
+    "run_prompts",
+    "acceptance_at",
+    "calibration_on_toy",
+    "SeedComparison",
+    "same_seed_runs",
+    "power_curves",
+    "samples_for_power",
+    "logit_margins",
+    "precision_greedy",
+    "grid_drafters",
+    "pooled_cells",
+    "precision_drafters",
+]
+
+
+# -------------------------------------------------------------------------------------------
+# toy model explorer
+# -------------------------------------------------------------------------------------------
+
+
+def toy_alpha(target: ToyLM, draft: ToyLM, params: SamplingParams) -> float:
+    """Exact per-position acceptance ``sum_x min(p, q) = 1 - TV(p, q)`` of a context-free
+    (order-0) toy pair: the alpha of the truncated-geometric law, no estimate involved."""
+    if target.order != 0 or draft.order != 0:
+        raise ValueError("toy_alpha needs context-free (order=0) toy models")
+    p = target.next_probs([], params)
+    q = draft.next_probs([], params)
+    return float(torch.minimum(p, q).sum())
+
+
+@dataclass(frozen=True)
+class ToySimulation:
+    """One simulated run of a context-free toy pair."""
+
+    noise: float
+    temperature: float
+    gamma: int
+    alpha: float  # exact
+    accepted: tuple[int, ...]  # per full-length step
+    target_calls: int
+    new_tokens: int
+
+    @property
+    def tokens_per_call(self) -> float:
+        return float(np.mean(self.accepted)) + 1.0 if self.accepted else math.nan
+
+    @property
+    def tokens_per_call_se(self) -> float:
+        n = len(self.accepted)
+        return float(np.std(self.accepted, ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+
+    @property
+    def theory(self) -> float:
+        return float(viz.expected_tokens_per_call(self.alpha, self.gamma))
+
+    def point(self, label: str = "simulated") -> viz.SimPoint:
+        return viz.SimPoint(
+            self.alpha, self.gamma, self.tokens_per_call, self.tokens_per_call_se, label
+        )
+
+
+def simulate_toy(
+    noise: float,
+    temperature: float,
+    gamma: int,
+    *,
+    vocab_size: int = 6,
+    tokens: int = 2000,
+    seed: int = 1,
+) -> ToySimulation:
+    """Speculative sampling on a context-free toy pair whose draft is the target plus
+    Gaussian logit noise of scale ``noise``: one long generation of ``tokens`` tokens through
+    the real engine and lossless verifier. Context-free means acceptance is i.i.d., so the
+    truncated-geometric law and the tokens-per-call formula hold exactly -- any gap between
+    theory and this simulation is sampling noise (or a bug). The default toy (6 tokens, seed 1)
+    has a fairly flat law, so noise 0.5 / 1 / 2 give alpha of about 0.86 / 0.72 / 0.52."""
+    target = ToyLM.random(vocab_size, order=0, seed=seed)
+    draft = target.perturbed(noise, seed=seed + 1)
+    params = SamplingParams(True, float(temperature), None, None)
+    with _one_thread():
+        r = speculative_generate(
+            target,
+            draft,
+            [0],
+            gamma=gamma,
+            max_new_tokens=tokens,
+            do_sample=True,
+            temperature=float(temperature),
+            seed=seed,
+            trace=False,
+        )
+    full = tuple(a for a, d in zip(r.accepted_counts, r.drafted_counts, strict=True) if d == gamma)
+    return ToySimulation(
+        float(noise),
+        float(temperature),
+        int(gamma),
+        toy_alpha(target, draft, params),
+        full,
+        r.target_calls,
+        len(r.new_tokens),
+    )
+
+
+# -------------------------------------------------------------------------------------------
+# exact laws under (broken) verifiers
+# -------------------------------------------------------------------------------------------
+
+
+def samples_to_detect(p: Any, tv: float, *, alpha: float = 1e-3, power: float = 0.9) -> float:
+    """Samples a one-sample chi-square test at level ``alpha`` needs to detect, with the given
+    power, a TV-``tv`` departure from the law ``p`` (:func:`specviz.stats.sample_size_for_tv`
+    on the support of ``p``). ``inf`` for ``tv = 0``; ``nan`` where the stats model has no
+    alternative of that size (e.g. a TV larger than the law's head mass) -- such departures are
+    large and show up at any sample size this module uses."""
+    from ..stats import sample_size_for_tv
+
+    probs = np.asarray(p, dtype=float)
+    probs = probs[probs > 0]
+    if tv <= 1e-12:
+        return math.inf
+    try:
+        return float(sample_size_for_tv(probs / probs.sum(), float(tv), alpha=alpha, power=power))
+    except ValueError:
+        return math.nan
+
+
+def sample_continuations(
+    target: Any,
+    draft: Any,
+    *,
+    verifier: str,
+    params: SamplingParams,
+    prompt: Sequence[int],
+    length: int,
+    gamma: int,
+    n: int,
+    seed: int = 0,
+) -> Counter:
+    """``n`` speculative continuations of ``length`` tokens (as tuples), counted; one
+    generator threads all of them so the sample is reproducible from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    counts: Counter = Counter()
+    with _one_thread():
+        for _ in range(n):
+            counts[
+                _one_continuation(target, draft, verifier, params, prompt, length, gamma, gen)
+            ] += 1
+    return counts
+
+
+def _one_continuation(
+    target: Any,
+    draft: Any,
+    verifier: str,
+    params: SamplingParams,
+    prompt: Sequence[int],
+    length: int,
+    gamma: int,
+    gen: torch.Generator,
+) -> tuple[int, ...]:
+    r = speculative_generate(
+        target,
+        draft,
+        list(prompt),
+        gamma=gamma,
+        max_new_tokens=length,
+        do_sample=True,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        seed=gen,
+        trace=False,
+        verifier=verifier,
+    )
+    return tuple(r.new_tokens)
+
+
+def continuation_table(
+    counts: Counter, target: ToyLM, prompt: Sequence[int], length: int, params: SamplingParams
+) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray]:
+    """``(outcomes, observed, expected_probs)`` over every continuation the exact law or the
+    sample contains (an outcome of probability 0 stays in, so the test can flag it)."""
+    law = exact_continuation_law(target, list(prompt), length, params)
+    keys = sorted(set(law) | set(counts))
+    return (
+        keys,
+        np.array([counts.get(k, 0) for k in keys], dtype=float),
+        np.array([law.get(k, 0.0) for k in keys]),
+    )
+
+
+# -------------------------------------------------------------------------------------------
+# real models
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NotebookModels:
+    target: Any
+    draft: Any  # a model or a drafter object: what speculative_generate takes
+    tokenizer: Any
+    label: str
+    load_seconds: float = 0.0
+
+
+def load_models(
+    target: str = "smollm2-135m", draft: str = "prompt_lookup", **kw: Any
+) -> NotebookModels:
+    """Target model, drafter and tokenizer from two short names, so a notebook's parameter
+    cell can switch pairs with an environment variable.
+
+    ``draft`` is ``prompt_lookup`` (n-gram copy, no draft model), ``self`` (the target drafts
+    for itself: acceptance 1, an upper bound), ``early_exit:L`` (the target's first L layers)
+    or a model name for :func:`specviz.models.load_pair` (e.g. ``qwen2.5-coder-0.5b`` with
+    target ``qwen2.5-coder-1.5b``). Extra keywords (dtype, device) go to the loaders.
+    """
+    from ..models import load_model, load_pair, load_tokenizer
+
+    t0 = time.perf_counter()
+    kw.setdefault("progress", False)
+    if draft in ("prompt_lookup", "self") or draft.startswith("early_exit:"):
+        model = load_model(target, **kw)
+        tok = load_tokenizer(target, progress=kw["progress"])
+        if draft == "prompt_lookup":
+            d: Any = PromptLookupDrafter()
+        elif draft == "self":
+            d = model
+        else:
+            d = EarlyExitDrafter(model, int(draft.split(":", 1)[1]))
+        label = f"{target} + {draft}"
+    else:
+        model, d, tok = load_pair(target, draft, **kw)
+        label = f"{target} + draft model {draft}"
+    return NotebookModels(model, d, tok, label, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class PromptRun:
+    prompt_id: str
+    category: str
+    gamma: int
+    result: GenerationResult = field(repr=False)
+
+    @property
+    def trace(self) -> Trace:
+        assert self.result.trace is not None
+        return self.result.trace
+
+
+def run_prompts(
+    models: NotebookModels,
+    prompts: Sequence[Any],
+    *,
+    gammas: Sequence[int],
+    max_new_tokens: int,
+    do_sample: bool = True,
+    temperature: float = 1.0,
+    top_p: float | None = None,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[PromptRun]:
+    """Speculative decoding of every prompt at every gamma, traced (same seed per prompt, so
+    the gammas differ only in the draft length)."""
+    from ..prompts import render_prompt
+
+    runs = []
+    for p in prompts:
+        ids = render_prompt(models.tokenizer, p)
+        for g in gammas:
+            t0 = time.perf_counter()
+            r = speculative_generate(
+                models.target,
+                models.draft,
+                ids,
+                gamma=g,
+                max_new_tokens=max_new_tokens,
+                do_sample=do_sample,
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
+                eos_token_id=models.tokenizer.eos_token_id,
+            )
+            runs.append(PromptRun(p.id, p.category, g, r))
+            if progress is not None:
+                progress(
+                    f"{p.id} gamma={g}: {len(r.new_tokens)} tokens, {r.target_calls} calls, "
+                    f"{time.perf_counter() - t0:.1f} s"
+                )
+    return runs
+
+
+# -------------------------------------------------------------------------------------------
+# lossless statistics on a real vocabulary (notebook 05)
+# -------------------------------------------------------------------------------------------
+
+
+def acceptance_at(target: Any, draft: Any, prefix: Sequence[int], params: SamplingParams) -> float:
+    """Exact per-position acceptance ``sum_x min(p, q) = 1 - TV(p, q)`` of the token after
+    ``prefix`` (one forward pass each; models or anything with ``next_logits``)."""
+    p = logits_to_probs(_next_logits(target, prefix), params)
+    q = logits_to_probs(_next_logits(draft, prefix), params)
+    return float(torch.minimum(p, q).sum())
+
+
+@torch.inference_mode()
+def _next_logits(model: Any, prefix: Sequence[int]) -> torch.Tensor:
+    if hasattr(model, "next_logits"):
+        return model.next_logits(list(prefix)).float()
+    ids = torch.tensor([list(prefix)], device=model.device)
+    return model(input_ids=ids, logits_to_keep=1).logits[0, -1].float().cpu()
+
+
+def calibration_on_toy(
+    verifier: str = "lossless",
+    *,
+    replicates: int = 200,
+    n_samples: int = 200,
+    length: int = 3,
+    gamma: int = 2,
+    params: SamplingParams | None = None,
+    alpha: float = 0.05,
+    vocab_size: int = 5,
+    order: int = 2,
+    noise: float = 1.0,
+    seed: int = 0,
+) -> Any:
+    """Does the goodness-of-fit test reject a true null at its nominal rate?
+
+    ``replicates`` independent data sets of ``n_samples`` speculative continuations of a toy
+    pair (context-dependent laws, exact continuation law), each tested against the exact law
+    (Pearson, sparse bins pooled). Under the lossless rule the p-values are uniform; a broken
+    rule makes them pile up near 0 -- the negative control. One torch Generator threads
+    through every replicate (never reseeded). Returns a
+    :class:`~specviz.stats.CalibrationResult`.
+    """
+    from ..fixtures.toy import toy_pair
+    from ..stats import calibrate, goodness_of_fit
+
+    if replicates < 1 or n_samples < 1:
+        raise ValueError("replicates and n_samples must be >= 1")
+    params = params or SamplingParams(True, 0.7, None, 0.9)
+    target, draft = toy_pair(vocab_size, order, noise=noise, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    prompt = [0]
+    law = exact_continuation_law(target, prompt, length, params)
+
+    def one(rng: np.random.Generator) -> float:
+        counts: Counter = Counter()
+        for _ in range(n_samples):
+            counts[
+                _one_continuation(target, draft, verifier, params, prompt, length, gamma, gen)
+            ] += 1
+        keys = sorted(set(law) | set(counts))
+        obs = np.array([counts.get(k, 0) for k in keys], dtype=float)
+        exp = np.array([law.get(k, 0.0) for k in keys])
+        return goodness_of_fit(obs, exp, rng=rng).pvalue
+
+    with _one_thread():
+        return calibrate(one, replicates=replicates, seed=seed, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    """Speculative and plain sampling of one prompt with the same seed."""
+
+    seed: int
+    speculative: tuple[int, ...]
+    plain: tuple[int, ...]
+
+    @property
+    def identical(self) -> bool:
+        return self.speculative == self.plain
+
+    @property
+    def first_difference(self) -> int | None:
+        """Index of the first differing token (None when identical)."""
+        pairs = zip(self.speculative, self.plain, strict=False)
+        i = next((j for j, (a, b) in enumerate(pairs) if a != b), None)
+        if i is None and not self.identical:
+            i = min(len(self.speculative), len(self.plain))
+        return i
+
+
+def same_seed_runs(
+    target: Any,
+    draft: Any,
+    prompt: Sequence[int],
+    *,
+    seeds: Sequence[int],
+    max_new_tokens: int,
+    gamma: int = 4,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+) -> list[SeedComparison]:
+    """For each seed: speculative and plain sampling of ``prompt`` with that same seed.
+
+    The two consume random numbers differently (drafts, uniforms, residual draws vs one draw
+    per token), so the same seed generally gives different text -- while the *law* of the text
+    is the same, which only a statistical test can show (:func:`specviz.consistency_check`)."""
+    from ..decoding.serial import autoregressive_generate
+
+    out = []
+    kw = dict(
+        max_new_tokens=max_new_tokens,
+        do_sample=True,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        eos_token_id=eos_token_id,
+    )
+    for s in seeds:
+        spec = speculative_generate(
+            target, draft, list(prompt), gamma=gamma, seed=int(s), trace=False, **kw
+        )
+        plain = autoregressive_generate(target, list(prompt), seed=int(s), **kw)
+        out.append(SeedComparison(int(s), tuple(spec.new_tokens), tuple(plain.new_tokens)))
+    return out
+
+
+def power_curves(
+    p: Any,
+    laws: dict[str, Any],
+    ns: Sequence[int],
+    *,
+    spread_tvs: Sequence[float] = (),
+    alpha: float = 0.01,
+    two_sample: bool = True,
+) -> dict[str, np.ndarray]:
+    """Analytic power of the first-token test against each alternative law, at each sample
+    size (per arm when ``two_sample``): :func:`specviz.stats.power_homogeneity` /
+    :func:`specviz.stats.power_gof` with the pooling the test would apply.
+
+    ``spread_tvs`` adds, per TV value, the alternative of :func:`specviz.stats.tv_alternative`
+    on the support of ``p`` (mass moved from the likelier half of the tokens to the rest),
+    labelled ``"TV x (spread)"``: a yardstick next to the named laws.
+
+    Example::
+
+        curves = power_curves(p, {"bug": law}, [100, 1000, 10000], spread_tvs=[0.05])
+    """
+    from ..stats import power_gof, power_homogeneity, tv_alternative
+
+    P = np.asarray(p, dtype=float)
+    alternatives = {name: np.asarray(law, dtype=float) for name, law in laws.items()}
+    support = P > 0
+    for tv in spread_tvs:
+        q = np.zeros_like(P)
+        q[support] = tv_alternative(P[support] / P[support].sum(), float(tv))
+        alternatives[f"TV {tv:g} (spread)"] = q
+    out = {}
+    for name, Q in alternatives.items():
+        if Q.shape != P.shape:
+            raise ValueError(f"law {name!r} has shape {Q.shape}, p has {P.shape}")
+        if two_sample:
+            out[name] = np.array([power_homogeneity(P, Q, int(n), alpha) for n in ns])
+        else:
+            out[name] = np.array([power_gof(P, Q, int(n), alpha=alpha) for n in ns])
+    return out
+
+
+def samples_for_power(
+    p: Any, law: Any, *, alpha: float = 0.01, power: float = 0.9, two_sample: bool = True
+) -> float:
+    """Smallest sample size (per arm when ``two_sample``) at which the first-token test
+    reaches ``power`` against ``law`` (doubling then bisection on the analytic power);
+    ``inf`` when ``law`` equals ``p`` or more than 1e10 samples would be needed."""
+    from ..stats import tv_distance
+
+    P, Q = np.asarray(p, dtype=float), np.asarray(law, dtype=float)
+    if tv_distance(P, Q) < 1e-12:
+        return math.inf
+
+    def ok(n: int) -> bool:
+        return bool(
+            power_curves(P, {"x": Q}, [n], alpha=alpha, two_sample=two_sample)["x"][0] >= power
+        )
+
+    hi = 2
+    while not ok(hi):
+        hi *= 2
+        if hi > 10**10:
+            return math.inf
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        hi, lo = (mid, lo) if ok(mid) else (hi, mid)
+    return float(hi)
+
+
+# -------------------------------------------------------------------------------------------
+# numerics: greedy decoding in fp32 vs bf16 (notebook 06)
+# -------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def logit_margins(model: Any, prompt: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+    """Top-1 minus top-2 logit of the target before each of ``tokens`` (teacher forcing, one
+    forward pass over prompt + tokens, in the model's own dtype): ``m[i]`` is the margin of
+    the decision that produced ``tokens[i]``. A greedy divergence at a small margin is a near
+    tie that numerics can flip; at a large margin it is a bug."""
+    if not tokens:
+        return np.zeros(0)
+    ids = torch.tensor([list(prompt) + list(tokens)], device=model.device)
+    logits = model(input_ids=ids, logits_to_keep=len(tokens) + 1).logits[0, :-1].float()
+    top = torch.topk(logits, 2, dim=-1).values  # [len(tokens), 2]
+    return (top[:, 0] - top[:, 1]).cpu().numpy()
+
+
+def _first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
+    i = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    if i is None and len(a) != len(b):
+        i = min(len(a), len(b))
+    return i
+
+
+def precision_greedy(
+    targets: dict[str, Any],
+    drafters: dict[str, Callable[[Any], Any]],
+    prompts: Sequence[Any],
+    tokenizer: Any,
+    *,
+    max_new_tokens: int,
+    gamma: int = 4,
+    near_tie: dict[str, float] | None = None,
+    reference: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Any, dict[str, np.ndarray]]:
+    """Greedy plain and speculative decoding of every prompt with the same target in several
+    precisions (``targets``: dtype label -> model; the first is the reference, normally fp32).
+
+    Returns ``(table, margins)``. ``table`` has one row per (prompt, dtype, drafter): drafter
+    ``"plain"`` compares plain greedy in this dtype with plain greedy in the reference dtype;
+    every other drafter compares its speculative output with plain greedy *in the same dtype*.
+    At the first divergence: the margin (top-1 minus top-2 logit) of the model that produced
+    the reference text there, the reference dtype's margin at the same prefix, and a verdict
+    (:func:`specviz.stats.greedy_consistency`: "numerics" below ``near_tie[dtype]``, else
+    "bug"). ``margins[dtype]`` holds the margins at every generated position of the plain
+    outputs: the background the divergence margins are compared with.
+    """
+    import pandas as pd
+
+    from ..decoding.serial import autoregressive_generate
+    from ..prompts import render_prompt
+    from ..stats import DEFAULT_NEAR_TIE, greedy_consistency
+
+    if not targets:
+        raise ValueError("targets is empty")
+    ref_name = reference or next(iter(targets))
+    ties = {k: (near_tie or {}).get(k, DEFAULT_NEAR_TIE) for k in targets}
+    rows, margins = [], {k: [] for k in targets}
+    eos = tokenizer.eos_token_id
+    for pr in prompts:
+        ids = render_prompt(tokenizer, pr)
+        pid = getattr(pr, "id", str(pr)[:20])
+        cat = getattr(pr, "category", "unknown")
+        plain = {}
+        for dt, model in targets.items():
+            plain[dt] = autoregressive_generate(
+                model, ids, max_new_tokens=max_new_tokens, eos_token_id=eos
+            ).new_tokens
+            margins[dt].append(logit_margins(model, ids, plain[dt]))
+        ref_model = targets[ref_name]
+        for dt, model in targets.items():
+            cands: list[tuple[str, list[int], list[int], Any]] = []
+            if dt != ref_name:
+                cands.append(("plain", plain[ref_name], plain[dt], ref_model))
+            for dname, make in drafters.items():
+                t0 = time.perf_counter()
+                spec = speculative_generate(
+                    model, make(model), ids, gamma=gamma, max_new_tokens=max_new_tokens,
+                    eos_token_id=eos, trace=False,
+                ).new_tokens  # fmt: skip
+                cands.append((dname, plain[dt], spec, model))
+                if progress is not None:
+                    progress(f"{pid} {dt} {dname}: {time.perf_counter() - t0:.1f} s")
+            for dname, ref, cand, ref_producer in cands:
+                i = _first_diff(ref, cand)
+                m = mref = None
+                if i is not None and i < len(ref):
+                    m = float(logit_margins(ref_producer, ids, ref[: i + 1])[i])
+                    mref = float(logit_margins(ref_model, ids, ref[: i + 1])[i])
+                res = greedy_consistency([ref], [cand], [m], near_tie=ties[dt])
+                rows.append(
+                    dict(
+                        prompt=pid,
+                        category=cat,
+                        dtype=dt,
+                        drafter=dname,
+                        identical=i is None,
+                        first_divergence=i,
+                        margin=m,
+                        margin_reference=mref,
+                        verdict=res.verdicts[0],
+                        reference_token=ref[i] if i is not None and i < len(ref) else None,
+                        candidate_token=cand[i] if i is not None and i < len(cand) else None,
+                        new_tokens=len(cand),
+                    )
+                )
+    flat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in margins.items()}
+    return pd.DataFrame(rows), flat
+
+
+# -------------------------------------------------------------------------------------------
+# drafters x task types (notebook 07)
+# -------------------------------------------------------------------------------------------
+
+
+def grid_drafters(model: Any, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Drafter specs for :func:`specviz.analysis.run_grid` from short names, and the names
+    that could not be built with the reason (e.g. no trained head weights).
+
+    ``prompt_lookup`` (n-gram copy from the context), ``suffix`` (a suffix trie over the
+    session's earlier prompts and outputs, one per (gamma, mode) session), ``early_exit:L``
+    (the target's first L layers), ``eagle_head`` (the trained EAGLE-style head shipped in
+    ``data/heads/``, when its weights exist).
+    """
+    from ..drafting.heads import HeadDrafter
+    from ..drafting.suffix import SuffixDrafter
+    from .analysis import session
+
+    specs: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        if name == "prompt_lookup":
+            specs[name] = PromptLookupDrafter
+        elif name == "suffix":
+            specs[name] = session(SuffixDrafter)
+        elif name.startswith("early_exit:"):
+            layers = int(name.split(":", 1)[1])
+            specs[name] = functools.partial(EarlyExitDrafter, model, layers)
+        elif name == "eagle_head":
+            factory = functools.partial(HeadDrafter.from_pretrained, model)
+            try:
+                # fail here (no weights, wrong model), not in the middle of the grid
+                factory.cache_tag = factory().cache_tag  # grid cells keyed to the weights
+            except (
+                OSError,
+                ValueError,
+                AttributeError,
+                TypeError,
+            ) as e:  # no weights / no HF model
+                skipped[name] = f"{type(e).__name__}: {e}"
+                continue
+            specs[name] = factory
+        else:
+            raise ValueError(
+                f"unknown drafter {name!r}; use prompt_lookup, suffix, early_exit:<L>, eagle_head"
+            )
+    return specs, skipped
+
+
+def pooled_cells(df: Any, by: Sequence[str] = ("drafter", "category", "gamma", "mode")) -> Any:
+    """Per group of the grid (default drafter x category x gamma x mode, plus category
+    ``all``): the summed accepted-count and rejection-position histograms, empty drafts, and
+    the per-position acceptance averaged over prompts. The counts :func:`specviz.analysis.summarize`
+    does not keep, for the rejection figures."""
+    import pandas as pd
+
+    by = list(by)
+    data = pd.concat([df, df.assign(category="all")], ignore_index=True) if "category" in by else df
+    rows = []
+    for key, g in data.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        width = max(len(h) for h in g["accepted_hist"])
+        acc = np.zeros(width, dtype=int)
+        rej = np.zeros(max(1, width - 1), dtype=int)
+        for h in g["accepted_hist"]:
+            acc[: len(h)] += np.asarray(h, dtype=int)
+        for h in g["rejection_hist"]:
+            rej[: len(h)] += np.asarray(h, dtype=int)
+        ppa = np.array([list(x) for x in g["per_position_acceptance"]], dtype=float)
+        with warnings.catch_warnings():  # a position no prompt reached: NaN, not a warning
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean_ppa = np.nanmean(ppa, axis=0) if ppa.size else np.zeros(0)
+        rows.append(
+            dict(
+                zip(by, key, strict=True),
+                accepted_hist=acc,
+                rejection_hist=rej,
+                empty_drafts=int(g["empty_drafts"].sum()),
+                steps=int(g["target_calls"].sum()),
+                per_position_acceptance=mean_ppa,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def precision_drafters(
+    names: Sequence[str], targets: dict[str, Any], **load_kw: Any
+) -> dict[str, Callable[[Any], Any]]:
+    """Drafter factories for :func:`precision_greedy`, each called with the target it drafts
+    for: ``prompt_lookup``, ``early_exit:L`` (that target's first L layers, so in its dtype),
+    or a draft model name, loaded once per target dtype (``targets``: dtype label -> model)
+    and matched to the target by its dtype."""
+    from ..models import load_model
+
+    out: dict[str, Callable[[Any], Any]] = {}
+    for name in names:
+        if name == "prompt_lookup":
+            out[name] = lambda m: PromptLookupDrafter()
+        elif name.startswith("early_exit:"):
+            layers = int(name.split(":", 1)[1])
+            out[name] = functools.partial(_early_exit, layers=layers)
+        else:
+            by_dtype = {
+                m.dtype: load_model(name, dtype=m.dtype, progress=False, **load_kw)
+                for m in targets.values()
+            }
+            out[name] = functools.partial(_model_draft, by_dtype=by_dtype)
+    return out
+
+
+def _early_exit(model: Any, *, layers: int) -> EarlyExitDrafter:
+    return EarlyExitDrafter(model, layers)
+
+
+def _model_draft(model: Any, *, by_dtype: dict[Any, Any]) -> Any:
+    from ..drafting.model import ModelDrafter
+
+    return ModelDrafter(by_dtype[model.dtype])

@@ -1,0 +1,355 @@
+"""Load and batch-size sweeps, and the crossover where speculation stops paying."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engines import BatchEngine, ServedBatch, make_engine
+from .records import LoadResult, _side_by_side
+from .serve import _bar, serve
+from .workload import LOWER_IS_BETTER, _as_load_prompts, _check_int
+
+__all__ = ["Crossover", "find_crossover", "LoadSweep", "load_sweep", "batch_sweep"]
+
+
+# -- sweeps and the crossover -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where speculation stops paying for one metric, found on measured points.
+
+    ``status``: ``"crosses"`` (``level`` is interpolated where the speed-up falls through
+    1), ``"never_pays"`` (speed-up < 1 at every tested level), ``"always_pays"`` (>= 1 at
+    every tested level: the crossover, if any, is beyond the range), or ``"pays_above"``
+    (speed-up rises through 1: speculation loses at low load, wins at high load).
+    """
+
+    metric: str
+    scenario: str
+    status: str
+    level: float | None
+    levels: tuple[float, ...]
+    speedups: tuple[float, ...]  # > 1: speculation better on this metric
+    sign_changes: int  # > 1 means the measured curve is noisy around 1
+
+    def describe(self) -> str:
+        unit = "requests/s" if self.scenario == "rate" else "concurrent clients"
+        lo, hi = min(self.levels), max(self.levels)
+        best = max(self.speedups)
+        if self.status == "crosses":
+            s = f"speculation stops paying on {self.metric} at about {self.level:.3g} {unit}"
+        elif self.status == "never_pays":
+            s = (
+                f"speculation never paid on {self.metric} between {lo:g} and {hi:g} {unit} "
+                f"(best speed-up {best:.2f}x)"
+            )
+        elif self.status == "always_pays":
+            s = f"speculation paid on {self.metric} at every level from {lo:g} to {hi:g} {unit}"
+        else:
+            s = f"speculation starts paying on {self.metric} above about {self.level:.3g} {unit}"
+        if self.sign_changes > 1:
+            s += f" ({self.sign_changes} crossings: noisy near 1x)"
+        return s
+
+
+def find_crossover(
+    levels: Sequence[float], speedups: Sequence[float], *, metric: str = "", scenario: str = ""
+) -> Crossover:
+    """The load where the speed-up first falls through 1, interpolated (linearly in
+    log(level) when all levels are positive, the natural axis of a rate sweep).
+
+    >>> find_crossover([1, 2, 4, 8], [1.5, 1.2, 0.9, 0.7], metric="throughput_tok_s").level
+    3.17...
+    """
+    if len(levels) != len(speedups) or not levels:
+        raise ValueError("levels and speedups must be non-empty and of equal length")
+    pairs = sorted(
+        (float(x), float(s)) for x, s in zip(levels, speedups, strict=True) if not math.isnan(s)
+    )
+    if not pairs:
+        raise ValueError("every speed-up is NaN: nothing to compare")
+    xs, ss = [p[0] for p in pairs], [p[1] for p in pairs]
+    above = [s >= 1.0 for s in ss]
+    changes = sum(a != b for a, b in zip(above, above[1:], strict=False))
+    logx = all(x > 0 for x in xs)
+
+    def cross(i: int) -> float:  # between xs[i] and xs[i+1]
+        x0, x1 = (math.log(xs[i]), math.log(xs[i + 1])) if logx else (xs[i], xs[i + 1])
+        f = (ss[i] - 1.0) / (ss[i] - ss[i + 1]) if ss[i] != ss[i + 1] else 0.5
+        x = x0 + f * (x1 - x0)
+        return math.exp(x) if logx else x
+
+    down = next((i for i in range(len(xs) - 1) if above[i] and not above[i + 1]), None)
+    if down is not None:
+        status, level = "crosses", cross(down)
+    elif all(above):
+        status, level = "always_pays", None
+    elif not any(above):
+        status, level = "never_pays", None
+    else:
+        up = next(i for i in range(len(xs) - 1) if not above[i] and above[i + 1])
+        status, level = "pays_above", cross(up)
+    return Crossover(metric, scenario, status, level, tuple(xs), tuple(ss), changes)
+
+
+@dataclass(frozen=True)
+class LoadSweep:
+    """A sweep over load levels, both modes: ``table`` has one row per (mode, level)."""
+
+    table: Any = field(repr=False)  # pandas.DataFrame of LoadResult.summary() rows
+    results: tuple[LoadResult, ...] = field(repr=False)
+    scenario: str
+
+    def _pick(self, mode: str, engine: str | None) -> Any:
+        rows = self.table[self.table["mode"] == mode]
+        names = list(dict.fromkeys(rows["engine"]))
+        if engine is not None and mode == "speculative":
+            if engine not in names:
+                raise ValueError(f"no speculative engine {engine!r}; the sweep has {names}")
+            return rows[rows["engine"] == engine]
+        if not names:
+            raise ValueError(f"the sweep has no {mode} runs; the speed-up needs both modes")
+        if len(names) > 1:
+            raise ValueError(f"the sweep has several {mode} engines {names}; pass engine=...")
+        return rows
+
+    def speedups(self, metric: str, *, engine: str | None = None) -> Any:
+        """Per level: plain and speculative values of ``metric`` and the speed-up (> 1 means
+        speculation is better: higher throughput, or lower latency). ``engine`` names the
+        speculative engine when the sweep ran several."""
+        if metric not in self.table.columns:
+            raise ValueError(f"unknown metric {metric!r}; choose from {list(self.table.columns)}")
+        plain = self._pick("plain", None).set_index("level")[metric]
+        spec = self._pick("speculative", engine).set_index("level")[metric]
+        wide = _side_by_side({"plain": plain, "speculative": spec}).dropna()
+        if metric in LOWER_IS_BETTER:
+            wide["speedup"] = wide["plain"] / wide["speculative"]
+        else:
+            wide["speedup"] = wide["speculative"] / wide["plain"]
+        return wide.sort_index().rename_axis("level").reset_index()
+
+    def crossover(
+        self, metric: str = "throughput_tok_s", *, engine: str | None = None
+    ) -> Crossover:
+        sp = self.speedups(metric, engine=engine)
+        return find_crossover(
+            sp["level"].tolist(), sp["speedup"].tolist(), metric=metric, scenario=self.scenario
+        )
+
+
+def load_sweep(
+    target: Any,
+    draft: Any,
+    prompts: Sequence[Any],
+    *,
+    rates: Sequence[float] | None = None,
+    concurrencies: Sequence[int] | None = None,
+    n_requests: int,
+    max_batch: int,
+    max_new_tokens: int,
+    gamma: Any = 4,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+    eos_token_id: int | Sequence[int] | None = None,
+    verifier: str = "lossless",
+    engines: Sequence[BatchEngine] | None = None,
+    reuse_service: bool = True,
+    warmup: bool = True,
+    progress: bool = True,
+) -> LoadSweep:
+    """Serve the same workload at every load level with speculation off and on.
+
+    ``prompts``: :class:`LoadPrompt` or token-id lists. Exactly one of ``rates`` (open loop)
+    or ``concurrencies`` (closed loop). ``engines`` replaces the two default engines (plain
+    and speculative, built with :func:`make_engine` from the sampling arguments). Each engine
+    is warmed up once on one prompt first (not recorded), and identical batches are measured
+    once and reused (``reuse_service``; at saturation every level forms the same batches).
+
+    >>> from specviz.load import fixed_engine, load_sweep
+    >>> fast_alone = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.04,
+    ...                           name="spec", speculative=True)
+    >>> plain = fixed_engine(tokens=8, step_time=0.1, per_row_time=0.01, name="plain")
+    >>> sw = load_sweep(None, None, [[1, 2]], concurrencies=[1, 2, 4, 8], n_requests=8,
+    ...                 max_batch=8, max_new_tokens=8, engines=[plain, fast_alone],
+    ...                 progress=False)
+    >>> sw.crossover("throughput_tok_s").status
+    'crosses'
+    """
+    if (rates is None) == (concurrencies is None):
+        raise ValueError("give exactly one of rates (open loop) or concurrencies (closed loop)")
+    levels = list(rates if rates is not None else concurrencies)  # type: ignore[arg-type]
+    if not levels:
+        raise ValueError("the sweep needs at least one load level")
+    scenario = "rate" if rates is not None else "concurrency"
+    lp = _as_load_prompts(prompts)
+    if engines is None:
+        engines = _plain_and_speculative(
+            target,
+            draft,
+            verifier,
+            max_new_tokens=max_new_tokens,
+            gamma=gamma,
+            do_sample=do_sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            eos_token_id=eos_token_id,
+        )
+    names = [e.name for e in engines]
+    if len(set(names)) != len(names):
+        raise ValueError(f"engine names must be distinct, got {names}")
+    cache: dict[Any, ServedBatch] | None = {} if reuse_service else None
+    results = []
+    with _bar(progress, total=len(levels) * len(engines), desc="load sweep", unit="run") as bar:
+        for eng in engines:
+            if warmup:
+                eng([lp[0].input_ids])
+            for level in levels:
+                kw2: dict[str, Any] = (
+                    {"rate": level} if scenario == "rate" else {"concurrency": level}
+                )
+                results.append(
+                    serve(
+                        eng,
+                        lp,
+                        n_requests=n_requests,
+                        max_batch=max_batch,
+                        seed=seed,
+                        service_cache=cache,
+                        progress=progress,
+                        **kw2,
+                    )
+                )
+                bar.update(1)
+    import pandas as pd
+
+    table = pd.DataFrame([r.summary() for r in results])
+    return LoadSweep(table, tuple(results), scenario)
+
+
+def _plain_and_speculative(target: Any, draft: Any, verifier: str, **kw: Any) -> list:
+    """The two engines every sweep compares: speculation off, then on."""
+    return [
+        make_engine(target, None, speculative=False, **kw),
+        make_engine(target, draft, speculative=True, verifier=verifier, **kw),
+    ]
+
+
+# -- batch-size sweep ----------------------------------------------------------------------------
+
+
+def batch_sweep(
+    target: Any,
+    draft: Any,
+    prompts: Sequence[Any],
+    *,
+    batch_sizes: Sequence[int],
+    max_new_tokens: int,
+    gamma: Any = 4,
+    repeats: int = 1,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    seed: int = 0,
+    eos_token_id: int | Sequence[int] | None = None,
+    verifier: str = "lossless",
+    engines: Sequence[BatchEngine] | None = None,
+    progress: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Any:
+    """Tokens/s of plain vs speculative batched decoding at each batch size (rows take the
+    prompts in order, cycled). Modes alternate within each repeat to cancel drift; the
+    median time is kept. Returns a DataFrame: one row per (batch_size, mode) with
+    ``tokens_per_s`` and ``speedup`` (speculative / plain tokens/s, same batch size, prompt
+    prefill included), and ``decode_tokens_per_s`` / ``decode_speedup``: tokens after each
+    row's first over the time after the batch's first token (of the last repeat), i.e. the
+    decoding phase without the prefill. ``tokens_per_target_call`` counts calls per row.
+
+    ``kv_tokens`` counts prompt + generated tokens of all rows (logical KV tokens; the
+    physical cache also holds padding and rejected-draft holes). ``same_tokens_as_plain``
+    says whether an engine generated exactly the plain engine's tokens (expected under
+    greedy decoding with a lossless verifier, up to floating-point near ties).
+    """
+    import pandas as pd
+
+    lp = _as_load_prompts(prompts)
+    sizes = [_check_int("batch size", b, 1) for b in batch_sizes]
+    if not sizes:
+        raise ValueError("batch_sizes is empty")
+    repeats = _check_int("repeats", repeats, 1)
+    if max(sizes) > len({p.input_ids for p in lp}):
+        warnings.warn(
+            f"batch size {max(sizes)} exceeds the {len({p.input_ids for p in lp})} distinct "
+            "prompts: rows repeat prompts, and identical rows can share work in the batched "
+            "engine (flattering it); pass at least as many prompts (see mixed_prompts)",
+            stacklevel=2,
+        )
+    if engines is None:
+        engines = _plain_and_speculative(
+            target,
+            draft,
+            verifier,
+            max_new_tokens=max_new_tokens,
+            gamma=gamma,
+            do_sample=do_sample,
+            temperature=temperature,
+            seed=seed,
+            eos_token_id=eos_token_id,
+        )
+    for eng in engines:  # warm-up, not recorded
+        eng([lp[0].input_ids])
+    rows = []
+    with _bar(progress, total=len(sizes) * repeats * len(engines), desc="batch sweep") as bar:
+        for b in sizes:
+            ids = tuple(lp[i % len(lp)].input_ids for i in range(b))
+            walls: dict[str, list[float]] = {e.name: [] for e in engines}
+            last: dict[str, ServedBatch] = {}
+            for _ in range(repeats):
+                for eng in engines:
+                    t0 = clock()
+                    last[eng.name] = eng(ids)
+                    walls[eng.name].append(clock() - t0)
+                    bar.update(1)
+            ref = next((last[e.name] for e in engines if not e.speculative), None)
+            for eng in engines:
+                s = last[eng.name]
+                tokens = sum(len(t) for t in s.new_tokens)
+                secs = statistics.median(walls[eng.name])
+                decode_s = s.service_time - s.prefill_time
+                decode_tokens = tokens - sum(1 for t in s.new_tokens if t)
+                rows.append(
+                    dict(
+                        batch_size=b,
+                        engine=eng.name,
+                        mode="speculative" if eng.speculative else "plain",
+                        tokens=tokens,
+                        seconds=secs,
+                        tokens_per_s=tokens / secs if secs > 0 else math.nan,
+                        first_token_s=s.prefill_time,
+                        decode_seconds=decode_s,
+                        decode_tokens_per_s=decode_tokens / decode_s if decode_s > 0 else math.nan,
+                        target_calls=s.target_calls,
+                        tokens_per_target_call=tokens / s.row_calls if s.row_calls else math.nan,
+                        acceptance_rate=s.accepted / s.drafted if s.drafted else math.nan,
+                        kv_tokens=sum(len(p) for p in ids) + tokens,
+                        same_tokens_as_plain=(
+                            s.new_tokens == ref.new_tokens if ref is not None else None
+                        ),
+                        repeats=repeats,
+                    )
+                )
+    df = pd.DataFrame(rows)
+    for col, out in (("tokens_per_s", "speedup"), ("decode_tokens_per_s", "decode_speedup")):
+        plain = df[df["mode"] == "plain"].set_index("batch_size")[col]
+        df[out] = [getattr(r, col) / plain.get(r.batch_size, math.nan) for r in df.itertuples()]
+    return df

@@ -1,0 +1,158 @@
+"""Verifiers: decide how many drafted tokens to keep and which token comes next.
+
+The lossless rule (Leviathan et al. 2023; Chen et al. 2023 with the letters swapped): accept
+draft x with probability min(1, p_target(x) / q_draft(x)); at the first rejection sample the
+next token from norm(max(0, p_target - q_draft)); if all k are accepted, sample a bonus token
+from p_target. A drafter with no q (deterministic proposal) is a point mass: accept with
+probability p_target(x), residual = p_target with x removed.
+
+The other verifiers here are *deliberately broken*: each reproduces a mistake a real system
+shipped, so that the statistics module can show it being caught. They are selected by name
+in ``speculative_generate(..., verifier=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..core.sampling import sample
+
+__all__ = [
+    "PREFIXES",
+    "VERIFIERS",
+    "Verdict",
+    "VerifierSpec",
+    "VerifyFn",
+    "get_verifier",
+    "verify_greedy",
+    "verify_lossless",
+]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    num_accepted: int
+    next_token: int
+    next_kind: str  # "corrected" (after a rejection) or "bonus" (all drafts accepted)
+    accept_prob: torch.Tensor  # [k] probability each draft would be accepted
+    u: torch.Tensor  # [k] the uniform draws (NaN where the rule draws none)
+    residual: torch.Tensor | None  # [V] the law the corrected token was drawn from
+
+
+VerifyFn = Callable[[torch.Tensor, "torch.Tensor | None", torch.Tensor, torch.Generator], Verdict]
+
+
+def _point_mass(tokens: torch.Tensor, vocab: int, like: torch.Tensor) -> torch.Tensor:
+    q = torch.zeros(tokens.numel(), vocab, dtype=like.dtype, device=like.device)
+    return q.scatter_(1, tokens.view(-1, 1).to(like.device), 1.0)  # [k, V]
+
+
+def _first_false(ok: torch.Tensor) -> int:
+    """Index of the first False in a 1-D bool tensor, or its length (one host sync)."""
+    return int(ok.long().cumprod(0).sum())
+
+
+def _gathered(tokens, q_draft, p_target):
+    k = tokens.numel()
+    dev = p_target.device
+    idx = torch.arange(k, device=dev)
+    tok = tokens.to(dev)
+    q = q_draft if q_draft is not None else _point_mass(tok, p_target.shape[-1], p_target)
+    p_x = p_target[idx, tok]  # [k]
+    q_x = q[idx, tok]  # [k]
+    return q, p_x, q_x
+
+
+def _residual_token(
+    p_row: torch.Tensor, q_row: torch.Tensor, generator: torch.Generator
+) -> tuple[int, torch.Tensor]:
+    residual = torch.clamp(p_row - q_row, min=0.0)  # [V]
+    total = residual.sum()
+    # A rejection implies p(x) < q(x), so p != q and the residual has mass; only rounding can
+    # empty it (p == q up to float error), and then p itself is the right limit.
+    residual = residual / total if float(total) > 0.0 else p_row
+    return int(sample(residual, generator)), residual
+
+
+def _lossless_core(tokens, q_draft, p_target, generator, accept_prob, u, residual_from_p=False):
+    k = tokens.numel()
+    q, _, _ = _gathered(tokens, q_draft, p_target)
+    n = _first_false(u < accept_prob)
+    if n == k:
+        return Verdict(k, int(sample(p_target[k], generator)), "bonus", accept_prob, u, None)
+    q_row = torch.zeros_like(p_target[n]) if residual_from_p else q[n]
+    tok, residual = _residual_token(p_target[n], q_row, generator)
+    return Verdict(n, tok, "corrected", accept_prob, u, residual)
+
+
+def verify_lossless(
+    tokens: torch.Tensor,
+    q_draft: torch.Tensor | None,
+    p_target: torch.Tensor,
+    generator: torch.Generator,
+) -> Verdict:
+    """tokens [k], q_draft [k, V] or None, p_target [k+1, V] -> Verdict (lossless)."""
+    _, p_x, q_x = _gathered(tokens, q_draft, p_target)
+    if bool((q_x <= 0).any()):
+        i = int((q_x <= 0).nonzero()[0])
+        raise ValueError(
+            f"drafted token {int(tokens[i])} at draft position {i} has q_draft = 0: "
+            "a drafter must report the distribution it sampled from"
+        )
+    accept_prob = torch.clamp(p_x / q_x, max=1.0)  # q_x > 0 checked above: no 0/0
+    u = torch.rand(tokens.numel(), generator=generator, device=p_target.device)
+    return _lossless_core(tokens, q_draft, p_target, generator, accept_prob, u)
+
+
+def verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
+    """Greedy matching: keep drafts while they equal the target's argmax."""
+    k = tokens.numel()
+    top = p_target.argmax(dim=-1)  # [k+1]
+    match = tokens.to(top.device) == top[:k]
+    n = _first_false(match)
+    nan = torch.full((k,), float("nan"), device=p_target.device)
+    return Verdict(n, int(top[n]), "bonus" if n == k else "corrected", match.float(), nan, None)
+
+
+@dataclass(frozen=True)
+class VerifierSpec:
+    name: str
+    verify: VerifyFn
+    lossless: bool
+    description: str
+    draft_mode: str = "exact"  # how a model drafter must misbehave to reproduce the bug
+
+
+#: Every rule by name: the two lossless ones here, the bug zoo's broken ones registered by
+#: :mod:`specviz.verification.zoo` (the package imports it, so the registry is always whole).
+VERIFIERS: dict[str, VerifierSpec] = {
+    s.name: s
+    for s in [
+        VerifierSpec("lossless", verify_lossless, True, "min(1, p/q), residual, bonus"),
+        VerifierSpec("greedy", verify_greedy, True, "greedy matching (do_sample=False)"),
+    ]
+}
+
+#: Name prefixes resolved by a function (``"synthetic:0.8"``), kept out of VERIFIERS so that
+#: nothing iterating the bug zoo picks them up by accident.
+PREFIXES: dict[str, Callable[[str], VerifierSpec]] = {}
+
+
+def get_verifier(verifier: str | VerifierSpec, *, greedy: bool) -> VerifierSpec:
+    """Resolve a verifier; with greedy decoding "lossless" means greedy matching.
+
+    ``"synthetic"`` / ``"synthetic:<rate>"`` resolve to the LOSSY benchmark-only verifier of
+    :mod:`specviz.verification.synthetic` (or pass ``synthetic_verifier(rate)`` itself).
+    """
+    if isinstance(verifier, VerifierSpec):
+        return verifier
+    if isinstance(verifier, str) and verifier.split(":", 1)[0] in PREFIXES:
+        return PREFIXES[verifier.split(":", 1)[0]](verifier)
+    if verifier not in VERIFIERS:
+        raise ValueError(f"unknown verifier {verifier!r}; choose from {sorted(VERIFIERS)}")
+    if greedy and verifier == "lossless":
+        return VERIFIERS["greedy"]
+    return VERIFIERS[verifier]

@@ -1,0 +1,75 @@
+"""Figures: plain data in, plotly figure out (nothing runs a model, nothing displays).
+
+One module per subject -- ``trace`` (one generation), ``acceptance``, ``stats`` (checks),
+``perf``, ``load``, ``reports`` (consistency and audit reports) -- one palette (``palette``)
+and one way to turn ids into text (``labels``). ``explorers`` copies figures into ipywidgets
+explorers of given data.
+"""
+
+from .acceptance import (
+    SimPoint,
+    per_position_acceptance_figure,
+    rejection_grid_figure,
+    rejection_histogram_figure,
+    tokens_per_call_vs_alpha_figure,
+    tokens_per_call_vs_gamma_figure,
+)
+from .labels import Tokenizer, token_label
+from .load import batch_sweep_figure, load_sweep_figure, speedup_figure, timeline_figure
+from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
+from .perf import cost_benefit_figure, metric_bars_figure, rejection_positions_figure
+from .stats import (
+    gof_figure,
+    margin_figure,
+    power_curve_figure,
+    pvalue_uniformity_figure,
+    verifier_report_figure,
+)
+from .trace import (
+    Slot,
+    accept_scatter_figure,
+    accept_test_figure,
+    default_row,
+    laws_figure,
+    pq_figure,
+    residual_figure,
+    token_slots,
+    token_strip_figure,
+)
+
+__all__ = [
+    "KIND_COLORS",
+    "P_COLOR",
+    "Q_COLOR",
+    "RESIDUAL_COLOR",
+    "SimPoint",
+    "Slot",
+    "THEORY_COLOR",
+    "Tokenizer",
+    "accept_scatter_figure",
+    "accept_test_figure",
+    "batch_sweep_figure",
+    "cost_benefit_figure",
+    "default_row",
+    "gof_figure",
+    "laws_figure",
+    "load_sweep_figure",
+    "margin_figure",
+    "metric_bars_figure",
+    "per_position_acceptance_figure",
+    "power_curve_figure",
+    "pq_figure",
+    "pvalue_uniformity_figure",
+    "rejection_grid_figure",
+    "rejection_histogram_figure",
+    "rejection_positions_figure",
+    "residual_figure",
+    "speedup_figure",
+    "timeline_figure",
+    "token_label",
+    "token_slots",
+    "token_strip_figure",
+    "tokens_per_call_vs_alpha_figure",
+    "tokens_per_call_vs_gamma_figure",
+    "verifier_report_figure",
+]

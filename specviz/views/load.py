@@ -1,0 +1,241 @@
+"""Figures of throughput, latency and load: plain results in, plotly figure out.
+
+Companions of :mod:`specviz.load`: each function takes a batch-sweep DataFrame, a
+:class:`~specviz.load.LoadSweep` or a :class:`~specviz.load.LoadResult` and returns a
+``plotly.graph_objects.Figure``; nothing runs a model.
+
+>>> from specviz.load import fixed_engine, serve
+>>> res = serve(fixed_engine(tokens=3, step_time=0.1), [[1]], rate=5.0, n_requests=4,
+...             max_batch=2, progress=False)
+>>> len(timeline_figure(res).data) > 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..perf.metrics import LOWER_IS_BETTER
+
+if TYPE_CHECKING:
+    from ..load.records import LoadResult
+    from ..load.sweeps import LoadSweep
+
+__all__ = [
+    "MODE_COLORS",
+    "METRIC_LABELS",
+    "batch_sweep_figure",
+    "load_sweep_figure",
+    "speedup_figure",
+    "timeline_figure",
+]
+
+MODE_COLORS = {"plain": "#7f7f7f", "speculative": "#1f77b4"}
+_EXTRA = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+METRIC_LABELS = {
+    "throughput_tok_s": "throughput (tokens/s)",
+    "tokens_per_s": "tokens/s",
+    "ttft_p50": "TTFT p50 (s)",
+    "ttft_p90": "TTFT p90 (s)",
+    "ttft_p99": "TTFT p99 (s)",
+    "itl_p50": "inter-token gap p50 (s)",
+    "itl_p90": "inter-token gap p90 (s)",
+    "itl_p99": "inter-token gap p99 (s)",
+    "tpot_p50": "time per output token p50 (s)",
+    "tpot_mean": "time per output token, mean (s)",
+    "completion_p50": "completion time p50 (s)",
+    "completion_p90": "completion time p90 (s)",
+    "queue_p50": "queueing p50 (s)",
+    "utilization": "server busy share",
+    "kv_tokens_peak": "KV tokens held, peak",
+}
+
+
+def _label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
+
+
+def _level_title(scenario: str) -> str:
+    return "arrival rate (requests/s)" if scenario == "rate" else "concurrent clients"
+
+
+def _color(mode: str, i: int) -> str:
+    return MODE_COLORS.get(mode, _EXTRA[i % len(_EXTRA)])
+
+
+def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculative") -> go.Figure:
+    """Left: tokens/s against batch size per engine; right: speculative / plain speed-up
+    (the dashed line at 1 is break-even)."""
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("tokens/s", "speed-up over plain (same batch size)")
+    )
+    for i, (name, sub) in enumerate(df.groupby("engine", sort=False)):
+        sub = sub.sort_values("batch_size")
+        mode = sub["mode"].iloc[0]
+        color = _color(mode, i)
+        fig.add_trace(
+            go.Scatter(
+                x=sub["batch_size"],
+                y=sub["tokens_per_s"],
+                mode="lines+markers",
+                name=str(name),
+                line=dict(color=color),
+                legendgroup=str(name),
+            ),
+            row=1,
+            col=1,
+        )
+        if mode != "plain":
+            fig.add_trace(
+                go.Scatter(
+                    x=sub["batch_size"],
+                    y=sub["speedup"],
+                    mode="lines+markers",
+                    name=f"{name} / plain",
+                    line=dict(color=color, dash="dot"),
+                    legendgroup=str(name),
+                    showlegend=False,
+                ),
+                row=1,
+                col=2,
+            )
+    fig.add_hline(y=1.0, line_dash="dash", line_color="black", row=1, col=2)
+    for c in (1, 2):
+        fig.update_xaxes(type="log", title_text="batch size", row=1, col=c)
+    fig.update_layout(title=title, height=380)
+    return fig
+
+
+def load_sweep_figure(
+    sweep: LoadSweep,
+    metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p90"),
+    *,
+    title: str | None = None,
+) -> go.Figure:
+    """One panel per metric against the load level, one line per engine."""
+    n = len(metrics)
+    cols = 2 if n > 1 else 1
+    rows = math.ceil(n / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_label(m) for m in metrics])
+    t = sweep.table
+    seen: set[str] = set()
+    for i, (name, sub) in enumerate(t.groupby("engine", sort=False)):
+        sub = sub.sort_values("level")
+        mode = sub["mode"].iloc[0]
+        # a second engine of the same mode (e.g. a fallback policy) gets its own colour
+        color = _color(mode if mode not in seen else "", i)
+        seen.add(mode)
+        for j, m in enumerate(metrics):
+            fig.add_trace(
+                go.Scatter(
+                    x=sub["level"],
+                    y=sub[m],
+                    mode="lines+markers",
+                    name=str(name),
+                    legendgroup=str(name),
+                    showlegend=j == 0,
+                    line=dict(color=color),
+                ),
+                row=j // cols + 1,
+                col=j % cols + 1,
+            )
+    positive = bool((t["level"] > 0).all())
+    for j in range(n):
+        fig.update_xaxes(
+            title_text=_level_title(sweep.scenario),
+            type="log" if positive else "linear",
+            row=j // cols + 1,
+            col=j % cols + 1,
+        )
+    fig.update_layout(title=title or f"Load sweep ({sweep.scenario})", height=330 * rows)
+    return fig
+
+
+def speedup_figure(
+    sweep: LoadSweep,
+    metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p50"),
+    *,
+    title: str | None = None,
+    engine: str | None = None,
+) -> go.Figure:
+    """Speculation's speed-up per metric against load (> 1: speculation better; latencies
+    are inverted so up is always better), with each crossover marked. ``engine`` names the
+    speculative engine when the sweep ran several."""
+    fig = go.Figure()
+    for i, m in enumerate(metrics):
+        sp = sweep.speedups(m, engine=engine)
+        color = _EXTRA[i % len(_EXTRA)]
+        fig.add_trace(
+            go.Scatter(
+                x=sp["level"],
+                y=sp["speedup"],
+                mode="lines+markers",
+                name=_label(m) + (" (inverted)" if m in LOWER_IS_BETTER else ""),
+                line=dict(color=color),
+            )
+        )
+        x = sweep.crossover(m, engine=engine)
+        if x.level is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=[x.level],
+                    y=[1.0],
+                    mode="markers",
+                    marker=dict(symbol="x", size=13, color=color),
+                    name=f"crossover, {m}: {x.level:.3g}",
+                )
+            )
+    fig.add_hline(y=1.0, line_dash="dash", line_color="black")
+    positive = bool((sweep.table["level"] > 0).all())
+    fig.update_xaxes(title_text=_level_title(sweep.scenario), type="log" if positive else "linear")
+    fig.update_yaxes(title_text="speed-up of speculation (x)")
+    fig.update_layout(title=title or "Where speculation stops paying", height=420)
+    return fig
+
+
+def timeline_figure(result: LoadResult, *, title: str | None = None) -> go.Figure:
+    """One line per request on the virtual clock: queueing (grey, arrival -> batch start),
+    waiting for the first token (orange), streaming (blue, first -> last token)."""
+    fig = go.Figure()
+    segs = {"queued": ([], [], "#bbbbbb"), "to first token": ([], [], "#ff7f0e"),
+            "streaming": ([], [], "#1f77b4")}  # fmt: skip
+    for r in result.requests:
+        y = r.request_id
+        first = r.token_times[0] if r.token_times else r.start
+        for name, (a, b) in (
+            ("queued", (r.arrival, r.start)),
+            ("to first token", (r.start, first)),
+            ("streaming", (first, r.finish)),
+        ):
+            xs, ys, _ = segs[name]
+            xs += [a, b, None]
+            ys += [y, y, None]
+    for name, (xs, ys, color) in segs.items():
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, mode="lines", name=name, line=dict(color=color, width=6))
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[r.arrival for r in result.requests],
+            y=[r.request_id for r in result.requests],
+            mode="markers",
+            marker=dict(symbol="triangle-right", color="black", size=7),
+            name="arrival",
+        )
+    )
+    for b in result.batches:
+        fig.add_vline(x=b.start, line_width=1, line_dash="dot", line_color="#999999")
+    fig.update_xaxes(title_text="virtual time (s): arrivals simulated, service measured")
+    fig.update_yaxes(title_text="request", autorange="reversed")
+    what = "req/s" if result.scenario == "rate" else "clients"
+    fig.update_layout(
+        title=title or f"{result.engine}: {result.level:g} {what}, max batch {result.max_batch}",
+        height=max(300, 14 * len(result.requests) + 120),
+    )
+    return fig

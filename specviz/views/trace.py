@@ -1,0 +1,469 @@
+"""Figures of one generation's trace: tokens, p vs q, the accept test, the residual."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..core.trace import DraftPosition, Step, Trace
+from .labels import Tokenizer, _fmt, _labels, token_label
+from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
+
+__all__ = [
+    "Slot",
+    "token_slots",
+    "token_strip_figure",
+    "default_row",
+    "pq_figure",
+    "accept_test_figure",
+    "residual_figure",
+    "laws_figure",
+    "accept_scatter_figure",
+]
+
+
+# -------------------------------------------------------------------------------------------
+# token strip
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One cell of the token strip: a generated token or a drafted-and-discarded one."""
+
+    step: int
+    kind: str  # a key of KIND_COLORS
+    token: int
+    position: int  # index among generated tokens (discarded drafts: where they were proposed)
+    index_in_step: int
+    p: float = math.nan
+    q: float = math.nan
+    accept_prob: float = math.nan
+    u: float = math.nan
+
+
+def _step_slots(s: Step) -> list[Slot]:
+    if not s.positions:  # plain decoding: one target token per step
+        return [Slot(s.step, "target", t, s.position + j, j) for j, t in enumerate(s.emitted)]
+    kept: list[Slot] = []
+    dropped: list[Slot] = []
+    final: list[Slot] = []
+    for j, r in enumerate(s.positions):
+        num = dict(p=r.p_target, q=r.q_draft, accept_prob=r.accept_prob, u=r.u)
+        if r.emitted_kind == "bonus":
+            if r.emitted_token >= 0:
+                final.append(Slot(s.step, "bonus", r.emitted_token, r.position, j, p=math.nan))
+            continue
+        if r.emitted_kind == "accepted" and r.emitted_token >= 0:
+            kept.append(Slot(s.step, "accepted", r.draft_token, r.position, j, **num))
+            continue
+        # the rejected draft, drafts after it, and accepted drafts cut by EOS/max_new_tokens
+        dropped.append(Slot(s.step, "discarded", r.draft_token, r.position, j, **num))
+        if r.emitted_kind == "corrected" and r.emitted_token >= 0:
+            final.append(Slot(s.step, "corrected", r.emitted_token, r.position, j, **num))
+    return kept + dropped + final
+
+
+def token_slots(trace: Trace) -> list[Slot]:
+    """The trace in reading order: per step the accepted drafts, then the discarded drafts
+    (the rejected one first), then the target's own token (corrected or bonus). Reading the
+    strip left to right reads "draft proposed ..., target kept ..., then wrote ...".
+    """
+    return [slot for s in trace.steps for slot in _step_slots(s)]
+
+
+def token_strip_figure(
+    trace: Trace,
+    tokenizer: Tokenizer = None,
+    *,
+    highlight_step: int | None = None,
+    per_row: int = 16,
+    title: str | None = None,
+) -> go.Figure:
+    """The generated text as coloured cells, one bar trace per kind (accepted / discarded /
+    corrected / bonus / target), wrapped at ``per_row`` cells per line. ``highlight_step``
+    outlines the cells of one step (the explorer's scrubber moves it).
+    """
+    slots = token_slots(trace)
+    fig = go.Figure()
+    for kind, color in KIND_COLORS.items():
+        idx = [i for i, s in enumerate(slots) if s.kind == kind]
+        if not idx and kind == "target":
+            continue
+        sl = [slots[i] for i in idx]
+        hl = [s.step == highlight_step for s in sl]
+        fig.add_trace(
+            go.Bar(
+                name=kind,
+                orientation="h",
+                x=[0.96] * len(sl),
+                base=[i % per_row for i in idx],
+                y=[i // per_row for i in idx],
+                width=0.86,
+                text=[token_label(s.token, tokenizer) for s in sl],
+                textposition="inside",
+                insidetextanchor="middle",
+                textangle=0,
+                marker=dict(
+                    color=color,
+                    line=dict(color="black", width=[3 if h else 0 for h in hl]),
+                    opacity=[1.0 if (highlight_step is None or h) else 0.55 for h in hl],
+                ),
+                customdata=[
+                    [s.step, s.position, s.token, s.p, s.q, s.accept_prob, s.u] for s in sl
+                ],
+                hovertemplate=(
+                    f"<b>{kind}</b> %{{text}} (id %{{customdata[2]}})<br>step %{{customdata[0]}},"
+                    " position %{customdata[1]}<br>p=%{customdata[3]:.3f} q=%{customdata[4]:.3f}"
+                    "<br>min(1,p/q)=%{customdata[5]:.3f} u=%{customdata[6]:.3f}<extra></extra>"
+                ),
+            )
+        )
+    rows = max(1, math.ceil(len(slots) / per_row))
+    n_new = sum(len(s.emitted) for s in trace.steps)
+    fig.update_layout(
+        title=title or f"{n_new} generated tokens in {len(trace.steps)} target calls",
+        barmode="overlay",
+        height=110 + 34 * rows,
+        margin=dict(l=40, r=20, t=60, b=30),
+        xaxis=dict(visible=False, range=[-0.1, per_row]),
+        yaxis=dict(range=[rows - 0.5, -0.5], dtick=1, title="line", showgrid=False, zeroline=False),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
+        plot_bgcolor="white",
+        uniformtext=dict(minsize=8, mode="show"),
+    )
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# one drafted position: p vs q, the uniform draw, the residual
+# -------------------------------------------------------------------------------------------
+
+
+def default_row(step: Step) -> int:
+    """The row of a step most worth looking at: the rejection if there was one, else the
+    last row (the bonus slot, or the last draft when EOS cut the step)."""
+    for j, r in enumerate(step.positions):
+        if r.emitted_kind == "corrected" or (r.evaluated and not r.accepted and r.draft_token >= 0):
+            return j
+    return max(0, len(step.positions) - 1)
+
+
+def _row_at(trace: Trace, step: int, row: int | None) -> tuple[Step, DraftPosition, int]:
+    if not 0 <= step < len(trace.steps):
+        raise IndexError(f"step {step} out of range [0, {len(trace.steps)})")
+    s = trace.steps[step]
+    if not s.positions:
+        raise ValueError(f"step {step} has no drafted positions (plain decoding trace?)")
+    j = default_row(s) if row is None else row
+    if not 0 <= j < len(s.positions):
+        raise IndexError(f"row {j} out of range [0, {len(s.positions)}) in step {step}")
+    return s, s.positions[j], j
+
+
+def _is_bonus(r: DraftPosition) -> bool:
+    return r.draft_token < 0
+
+
+def _decision(r: DraftPosition) -> str:
+    if _is_bonus(r):
+        return "bonus slot: every draft accepted, token sampled from p"
+    if not r.evaluated:
+        return "never evaluated: an earlier draft was rejected"
+    verdict = "accept" if r.accepted else "reject"
+    a = r.accept_prob
+    if math.isnan(r.u):
+        return f"no uniform draw: the rule decided deterministically (accept prob {_fmt(a)}) -> {verdict}"
+    sign = "<" if r.u < a else ">="
+    return f"u = {r.u:.3f} {sign} min(1, p/q) = {a:.3f} -> {verdict}"
+
+
+def pq_figure(
+    trace: Trace, step: int, row: int | None = None, tokenizer: Tokenizer = None
+) -> go.Figure:
+    """Target p vs draft q at one drafted position (top-k of each, from the trace rows), the
+    drafted token outlined.
+
+    Only the top-k of p and q are stored in a trace, so a token that is in one list but not the
+    other has an unknown value in the other; its bar is left out rather than drawn as 0 (a point
+    -mass proposal -- prompt lookup, greedy -- is known exactly: q = 1 at the drafted token).
+    """
+    s, r, j = _row_at(trace, step, row)
+    p = dict(zip(r.top_p_ids, r.top_p_probs, strict=True))
+    if _is_bonus(r):
+        q: dict[int, float] = {}
+        point_mass = False
+    else:
+        p.setdefault(r.draft_token, r.p_target)
+        point_mass = not r.top_q_ids
+        q = (
+            {r.draft_token: 1.0}
+            if point_mass
+            else dict(zip(r.top_q_ids, r.top_q_probs, strict=True))
+        )
+        q.setdefault(r.draft_token, r.q_draft)
+    ids = sorted(set(p) | set(q), key=lambda i: (-p.get(i, -1.0), -q.get(i, -1.0)))
+    labels = _labels(ids, tokenizer)
+    mark = r.emitted_token if _is_bonus(r) else r.draft_token
+    outline = [3 if i == mark else 0 for i in ids]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            name="p (target)",
+            x=labels,
+            y=[p.get(i) for i in ids],
+            marker=dict(color=P_COLOR, line=dict(color="black", width=outline)),
+            customdata=ids,
+            hovertemplate="%{x} (id %{customdata})<br>p = %{y:.4f}<extra></extra>",
+        )
+    )
+    qy = [q.get(i, 0.0 if point_mass else None) for i in ids]
+    fig.add_trace(
+        go.Bar(
+            name="q (draft)" + (" point mass" if point_mass else ""),
+            x=labels,
+            y=qy,
+            marker=dict(color=Q_COLOR, line=dict(color="black", width=outline)),
+            customdata=ids,
+            hovertemplate="%{x} (id %{customdata})<br>q = %{y:.4f}<extra></extra>",
+        )
+    )
+    what = (
+        f"bonus token {token_label(r.emitted_token, tokenizer)!r}"
+        if _is_bonus(r)
+        else f"draft {token_label(r.draft_token, tokenizer)!r}: p={_fmt(r.p_target)}, "
+        f"q={_fmt(r.q_draft)}"
+    )
+    fig.update_layout(
+        title=f"step {s.step}, draft position {j + 1}: {what}<br><sup>{_decision(r)}</sup>",
+        barmode="group",
+        yaxis=dict(title="probability", range=[0, 1.05]),
+        xaxis=dict(title="token (outlined: drafted / emitted)", type="category"),
+        height=380,
+        margin=dict(l=50, r=20, t=80, b=60),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+    )
+    return fig
+
+
+def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Figure:
+    """The acceptance test as a line from 0 to 1: accept where ``u < min(1, p/q)`` (green),
+    reject above (red), the drawn ``u`` as a black diamond. It makes visible that a draft with
+    p < q is still accepted with probability p/q -- the step that keeps sampling lossless.
+    A bonus slot or a draft after the first rejection had no test: empty bars and a note."""
+    s, r, j = _row_at(trace, step, row)
+    tested = not _is_bonus(r) and r.evaluated and not math.isnan(r.accept_prob)
+    a = float(r.accept_prob) if tested else 0.0
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            name="accept: u < min(1, p/q)",
+            orientation="h",
+            x=[a],
+            base=[0.0],
+            y=["u"],
+            marker_color=KIND_COLORS["accepted"],
+            hovertemplate="accept region [0, %{x:.3f})<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="reject",
+            orientation="h",
+            x=[1.0 - a if tested else 0.0],
+            base=[a],
+            y=["u"],
+            marker_color=THEORY_COLOR,
+            opacity=0.6,
+            hovertemplate="reject region<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="u (uniform draw)",
+            x=[] if math.isnan(r.u) else [r.u],
+            y=[] if math.isnan(r.u) else ["u"],
+            mode="markers",
+            marker=dict(symbol="diamond", size=16, color="black"),
+            hovertemplate="u = %{x:.4f}<extra></extra>",
+        )
+    )
+    if not tested:  # bonus slot / never-evaluated draft: no test took place
+        fig.add_annotation(
+            text="no acceptance test at this position",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+        )
+    fig.update_layout(
+        title=f"step {s.step}, draft position {j + 1}: {_decision(r)}",
+        barmode="overlay",
+        xaxis=dict(range=[0, 1], title="u ~ U(0, 1)"),
+        yaxis=dict(visible=False),
+        height=200,
+        margin=dict(l=20, r=20, t=60, b=40),
+        legend=dict(orientation="h", y=-0.6, yanchor="top"),
+    )
+    return fig
+
+
+def residual_figure(
+    trace: Trace, step: int, row: int | None = None, tokenizer: Tokenizer = None
+) -> go.Figure:
+    """At a rejection: p, q and the residual ``norm(max(0, p - q))`` the corrected token is
+    drawn from (top-k from the trace), the corrected token outlined. The residual removes the
+    mass the draft already had its chance to propose, which is why the overall law is p."""
+    s, r, j = _row_at(trace, step, row)
+    fig = go.Figure()
+    if not r.residual_ids:
+        why = (
+            "no rejection at this position"
+            if r.accepted or _is_bonus(r)
+            else "no residual recorded (greedy matching or a rule without one)"
+        )
+        fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_layout(
+            title=f"step {s.step}, draft position {j + 1}: residual",
+            height=320,
+            xaxis=dict(visible=False),
+            yaxis=dict(visible=False),
+        )
+        return fig
+    p = dict(zip(r.top_p_ids, r.top_p_probs, strict=True))
+    p.setdefault(r.draft_token, r.p_target)
+    point_mass = not r.top_q_ids
+    q = {r.draft_token: 1.0} if point_mass else dict(zip(r.top_q_ids, r.top_q_probs, strict=True))
+    q.setdefault(r.draft_token, r.q_draft)
+    res = dict(zip(r.residual_ids, r.residual_probs, strict=True))
+    ids = sorted(set(res) | {r.draft_token}, key=lambda i: -res.get(i, 0.0))
+    labels = _labels(ids, tokenizer)
+    outline = [3 if i == r.emitted_token else 0 for i in ids]
+    for name, vals, color in (
+        ("p (target)", p, P_COLOR),
+        ("q (draft)", q, Q_COLOR),
+        ("residual norm(max(0, p - q))", res, RESIDUAL_COLOR),
+    ):
+        default = 0.0 if (vals is q and point_mass) or vals is res else None
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=labels,
+                y=[vals.get(i, default) for i in ids],
+                marker=dict(color=color, line=dict(color="black", width=outline)),
+                customdata=ids,
+                hovertemplate="%{x} (id %{customdata})<br>%{y:.4f}<extra>" + name + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title=(
+            f"step {s.step}, draft position {j + 1}: draft {token_label(r.draft_token, tokenizer)!r}"
+            f" rejected, corrected to {token_label(r.emitted_token, tokenizer)!r}"
+        ),
+        barmode="group",
+        yaxis=dict(title="probability", range=[0, 1.05]),
+        xaxis=dict(title="token (outlined: the corrected token)", type="category"),
+        height=380,
+        margin=dict(l=50, r=20, t=60, b=60),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+    )
+    return fig
+
+
+def laws_figure(
+    laws: Mapping[str, Sequence[float]],
+    tokenizer: Tokenizer = None,
+    *,
+    stacked: Sequence[str] = (),
+    title: str = "Next-token laws",
+) -> go.Figure:
+    """Whole distributions over a small vocabulary (toy models), one bar trace per law.
+    Laws named in ``stacked`` are stacked on each other (e.g. the accepted-path mass
+    ``min(p, q)`` plus the corrected-path mass ``(1 - beta) * residual``, which add up to p)
+    and drawn next to the others."""
+    names = list(laws)
+    size = len(next(iter(laws.values()))) if laws else 0
+    labels = _labels(list(range(size)), tokenizer)
+    fig = go.Figure()
+    palette = [P_COLOR, Q_COLOR, KIND_COLORS["accepted"], RESIDUAL_COLOR, "#8c564b", "#17becf"]
+    for i, name in enumerate(names):
+        vals = np.asarray(laws[name], dtype=float)
+        if vals.size != size:
+            raise ValueError(f"law {name!r} has {vals.size} entries, expected {size}")
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=labels,
+                y=vals.tolist(),
+                marker_color=palette[i % len(palette)],
+                offsetgroup="stack" if name in stacked else name,
+                hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
+            )
+        )
+    # plotly stacks bars that share an offsetgroup only through `base`; set it explicitly.
+    base = np.zeros(size)
+    for tr in fig.data:
+        if tr.name in stacked:
+            tr.base = base.tolist()
+            base = base + np.asarray(tr.y, dtype=float)
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        xaxis=dict(title="token", type="category"),
+        yaxis=dict(title="probability"),
+        height=360,
+    )
+    return fig
+
+
+def accept_scatter_figure(trace: Trace, *, title: str | None = None) -> go.Figure:
+    """Every evaluated draft as a point (min(1, p/q), u), green if accepted: the lossless rule
+    accepts exactly the points below the diagonal u = min(1, p/q). Rows without a uniform
+    draw (greedy matching, deterministic rules) are left out."""
+    rows = [
+        (s.step, r)
+        for s in trace.steps
+        for r in s.positions
+        if r.evaluated and r.draft_token >= 0 and not math.isnan(r.u)
+    ]
+    fig = go.Figure()
+    for ok, name, color in (
+        (True, "accepted", KIND_COLORS["accepted"]),
+        (False, "rejected", THEORY_COLOR),
+    ):
+        sel = [(st, r) for st, r in rows if r.accepted == ok]
+        fig.add_trace(
+            go.Scatter(
+                name=f"{name} ({len(sel)})",
+                x=[r.accept_prob for _, r in sel],
+                y=[r.u for _, r in sel],
+                mode="markers",
+                marker=dict(color=color, size=8),
+                customdata=[[st, r.position, r.p_target, r.q_draft] for st, r in sel],
+                hovertemplate="step %{customdata[0]}, position %{customdata[1]}<br>"
+                "p=%{customdata[2]:.3f} q=%{customdata[3]:.3f}<br>min(1,p/q)=%{x:.3f}"
+                " u=%{y:.3f}<extra></extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            name="u = min(1, p/q)",
+            x=[0, 1],
+            y=[0, 1],
+            mode="lines",
+            line=dict(color="black", dash="dash"),
+        )
+    )
+    fig.update_layout(
+        title=title or f"Acceptance test of {len(rows)} evaluated drafts",
+        xaxis=dict(title="min(1, p/q)", range=[-0.02, 1.02]),
+        yaxis=dict(title="u", range=[-0.02, 1.02], scaleanchor="x"),
+        height=420,
+        width=520,
+    )
+    return fig

@@ -64,6 +64,7 @@ notebooks: $(BASE)
 test: $(BASE) $(CHROMIUM) $(LLAMA)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 lint: $(BASE)

@@ -4,11 +4,11 @@ path keeps working (new code imports from the new homes)."""
 from specviz.checks.calibration import CheckCalibration, calibrate_check
 from specviz.checks.consistency import ConsistencyReport, consistency_check
 from specviz.checks.greedy import GreedyReport, greedy_check
+from specviz.checks.report import result_row
 from specviz.checks.sequences import (
     LogprobNumerics,
     SequenceTests,
     canonical_logprobs,
-    result_row,
     sequence_tests,
 )
 

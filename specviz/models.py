@@ -12,8 +12,15 @@ three built-in models that work without network access, plus anything
 Dequantizing a GGUF is slow, so it happens once: the fp32 weights are written with safetensors,
 together with ``config.json``, the generation config and the tokenizer, to
 ``cache_dir()/models/<name>-<sha256[:12]>/``. The folder is built under a temporary name, checked
-(the reloaded weights must reproduce the freshly dequantized logits) and then renamed, so a
-folder that exists is complete. Later loads read that folder and cast to the requested dtype.
+(the reloaded weights must reproduce the freshly dequantized logits), flushed to disk and then
+renamed, so a folder that exists was complete. Its ``specviz.json`` records every file with its
+size and SHA-256; every load checks that each file is there with its size, and re-hashes a file
+whose size or mtime changed since it was last verified (``.verified.json`` keeps those
+``(size, mtime_ns)`` pairs, so an unchanged 7 GB cache is not re-hashed on every load). An entry
+that fails the check (truncated, emptied, altered or missing file, unreadable ``specviz.json``,
+or a cache from an older specviz without the files table) is reported once, moved out of the way
+and rebuilt from the GGUF -- or, without the GGUF installed, refused with
+:class:`ModelIntegrityError`. Later loads read that folder and cast to the requested dtype.
 The joined Qwen GGUF is deleted once its cache folder exists (the wheels can rebuild it).
 
 Measured on the development machine (2 CPU cores, 23 GB RAM, fp32, transformers 5.24):
@@ -44,7 +51,9 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -85,6 +94,10 @@ _SOURCES = ("auto", "hub", "local")
 _CHUNK = 8 * 1024 * 1024
 _WEIGHTS_NAME = "model.safetensors"
 _META_NAME = "specviz.json"
+# Inside a cache folder: (size, mtime_ns, sha256) of each file when its hash was last checked.
+_VERIFIED_NAME = ".verified.json"
+_CACHE_FORMAT = 2  # 2: specviz.json has the "files" table (size + SHA-256 of every file)
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # Rough one-time cost of dequantizing a GGUF (tensors + tokenizer) on 2 CPU cores, for the log line.
 _DEQUANT_BASE_S = 5.0
 _DEQUANT_BYTES_PER_S = 20e6
@@ -192,14 +205,170 @@ def _builtin_cache_path(spec: BuiltinModel) -> Path:
     return cache_dir() / "models" / spec.cache_name
 
 
+class _CacheState(NamedTuple):
+    """What :func:`_cache_state` found: ``missing``, ``ready`` or ``damaged`` (with the reason)."""
+
+    status: Literal["missing", "ready", "damaged"]
+    reason: str = ""
+
+
+def _damaged(reason: str) -> _CacheState:
+    return _CacheState("damaged", reason)
+
+
+def _file_table(meta: Any) -> dict[str, tuple[int, str]] | str:
+    """``{name: (size, sha256)}`` from a parsed ``specviz.json``, or why it has none."""
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if files is None:
+        return f"{_META_NAME} has no files table (built by an older specviz)"
+    if not isinstance(files, dict) or not files:
+        return f"{_META_NAME}: the files table is empty or not a table"
+    table: dict[str, tuple[int, str]] = {}
+    for name, entry in files.items():
+        parts = Path(name).parts
+        size = entry.get("size") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if (
+            not name
+            or Path(name).is_absolute()
+            or ".." in parts
+            or name in (_META_NAME, _VERIFIED_NAME)
+            or isinstance(size, bool)
+            or not isinstance(size, int)
+            or size < 0
+            or not isinstance(digest, str)
+            or not _SHA256_HEX.fullmatch(digest)
+        ):
+            return f"{_META_NAME}: bad files table entry {name!r}: {entry!r}"
+        table[name] = (size, digest)
+    if _WEIGHTS_NAME not in table:
+        return f"{_META_NAME}: the files table does not list {_WEIGHTS_NAME}"
+    return table
+
+
+def _read_verified(folder: Path) -> dict[str, Any]:
+    """The ``.verified.json`` records, ``{}`` when absent or unreadable (all get re-hashed)."""
+    try:
+        data = json.loads((folder / _VERIFIED_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    return files if isinstance(files, dict) else {}
+
+
+def _verified_record(st: os.stat_result, digest: str) -> dict[str, Any]:
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+
+
+def _write_verified(folder: Path, records: dict[str, Any]) -> None:
+    """Write ``.verified.json`` atomically (temporary file + rename)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{_VERIFIED_NAME}.", suffix=".tmp", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"files": records}, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _make_shareable(tmp)
+        os.replace(tmp, folder / _VERIFIED_NAME)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _cache_state(folder: Path, *, progress: bool = False, rehash: bool = False) -> _CacheState:
+    """Check a built-in cache folder against the files table in its ``specviz.json``.
+
+    Every recorded file must exist with its recorded size. A file whose ``(size, mtime_ns)``
+    differs from its ``.verified.json`` record (or that has none, or every file if ``rehash``)
+    is hashed and must match its recorded SHA-256; the records are then updated (best effort:
+    a read-only cache is simply re-hashed next time).
+    """
+    if not folder.exists() and not folder.is_symlink():
+        return _CacheState("missing")
+    if not folder.is_dir():
+        return _damaged("not a folder")
+    try:
+        text = (folder / _META_NAME).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return _damaged(f"{_META_NAME}: missing")
+    except (OSError, UnicodeDecodeError) as err:
+        return _damaged(f"{_META_NAME}: unreadable ({err})")
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as err:
+        return _damaged(
+            f"{_META_NAME}: not valid JSON ({err.msg}: line {err.lineno} column {err.colno})"
+        )
+    table = _file_table(meta)
+    if isinstance(table, str):
+        return _damaged(table)
+    stats: dict[str, os.stat_result] = {}
+    for name, (size, _) in table.items():
+        try:
+            st = (folder / name).stat()
+        except FileNotFoundError:
+            return _damaged(f"{name}: missing")
+        except OSError as err:
+            return _damaged(f"{name}: unreadable ({err})")
+        if not stat.S_ISREG(st.st_mode):
+            return _damaged(f"{name}: not a regular file")
+        if st.st_size != size:
+            return _damaged(f"{name}: size {st.st_size} != {size}")
+        stats[name] = st
+    verified = _read_verified(folder)
+    records = {name: _verified_record(stats[name], table[name][1]) for name in table}
+    stale = [name for name in table if rehash or verified.get(name) != records[name]]
+    for name in stale:
+        big = stats[name].st_size > 64 * 1024 * 1024
+        if big and not rehash:
+            _say(f"verifying {name} in {folder} (changed since it was last verified)", progress)
+        try:
+            actual = _sha256_file(
+                folder / name, progress=progress and big, desc=f"verifying {name}"
+            )
+        except OSError as err:
+            return _damaged(f"{name}: unreadable ({err})")
+        if actual != table[name][1]:
+            return _damaged(
+                f"{name}: SHA-256 {actual[:16]}... != recorded {table[name][1][:16]}..."
+            )
+    if stale or set(verified) != set(records):
+        with contextlib.suppress(OSError):
+            _write_verified(folder, records)
+    return _CacheState("ready")
+
+
 def _cache_ready(folder: Path) -> bool:
-    return (folder / _META_NAME).is_file() and (folder / _WEIGHTS_NAME).is_file()
+    return _cache_state(folder).status == "ready"
+
+
+def _discard(folder: Path) -> None:
+    """Move a damaged cache entry out of the way (rename, so the final name is free at once)
+    and delete it."""
+    aside = folder.with_name(f".{folder.name}.damaged-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:  # another process moved it already
+        return
+    except OSError as err:
+        raise ModelIntegrityError(
+            f"cannot move the damaged cache entry {folder} out of the way ({err}); delete it"
+        ) from err
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _say(message: str, progress: bool) -> None:
     """One short status line on stderr (when ``progress``), always mirrored to the logger."""
     logger.info(message)
     if progress:
+        print(f"specviz: {message}", file=sys.stderr, flush=True)
+
+
+def _warn(message: str, progress: bool) -> None:
+    """A warning: logged, and printed on stderr when ``progress`` unless logging's last-resort
+    handler (no handlers configured) prints it already."""
+    logger.warning(message)
+    if progress and logger.hasHandlers():
         print(f"specviz: {message}", file=sys.stderr, flush=True)
 
 
@@ -497,7 +666,13 @@ def _probe_logits(model: PreTrainedModel) -> torch.Tensor:
         return model(input_ids=ids).logits.float()
 
 
-def _write_cache_files(folder: Path, model: PreTrainedModel, tokenizer: Any, meta: dict) -> None:
+def _write_cache_files(
+    folder: Path, model: PreTrainedModel, tokenizer: Any, meta: dict, *, progress: bool = False
+) -> dict[str, Any]:
+    """Write the cache files, then ``specviz.json`` with the size and SHA-256 of every file.
+
+    Returns the ``.verified.json`` records of the files just hashed.
+    """
     from safetensors.torch import save_file
 
     _clean_config(model.config, model).save_pretrained(folder)
@@ -507,7 +682,42 @@ def _write_cache_files(folder: Path, model: PreTrainedModel, tokenizer: Any, met
     config_text = (folder / "config.json").read_text()
     if "quantization_config" in config_text or '"gguf' in config_text:
         raise ModelIntegrityError(f"GGUF leftovers in the cached config: {config_text}")
-    (folder / _META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    files: dict[str, Any] = {}
+    records: dict[str, Any] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = path.relative_to(folder).as_posix()
+        if name in (_META_NAME, _VERIFIED_NAME):
+            continue
+        _fsync_file(path)
+        st = path.stat()
+        digest = _sha256_file(path, progress=progress and st.st_size > 64 * 1024 * 1024)
+        files[name] = {"size": st.st_size, "sha256": digest}
+        records[name] = _verified_record(st, digest)
+    meta = {**meta, "cache_format": _CACHE_FORMAT, "files": files}
+    with (folder / _META_NAME).open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps(meta, indent=2, sort_keys=True))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return records
+
+
+def _fsync_file(path: Path) -> None:
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Persist the entries of ``folder`` (best effort: not every platform opens folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _load_dense(folder: Path | str, dtype: torch.dtype | str, progress: bool, **kwargs: Any):
@@ -536,10 +746,13 @@ def _build_cache(spec: BuiltinModel, dest: Path, progress: bool) -> Path:
             "gguf_sha256": spec.sha256,
             "dequantize_seconds": round(seconds, 1),
         }
-        _write_cache_files(tmp, model, tokenizer, meta)
+        records = _write_cache_files(tmp, model, tokenizer, meta, progress=progress)
         del model
         gc.collect()
         _verify_cache(tmp, reference, progress)
+        # the files were hashed a moment ago: the first load needs no second hash
+        _write_verified(tmp, records)
+        _fsync_dir(tmp)
         _publish(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -579,6 +792,8 @@ def _publish(tmp: Path, dest: Path) -> None:
     except OSError:
         if not _cache_ready(dest):
             raise
+    else:
+        _fsync_dir(dest.parent)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -592,19 +807,62 @@ class _Location:
     gguf_file: str | None = None
     local_only: bool = False
     hub: bool = False
+    builtin: str | None = None  # name of the built-in model whose cache folder ``path`` is
 
 
 def _resolve_builtin(spec: BuiltinModel, source: str, progress: bool) -> _Location:
     if source == "hub":
         return _Location(spec.hub_id, local_only=_hub_offline(), hub=True)
     folder = _builtin_cache_path(spec)
-    if _cache_ready(folder):
-        return _Location(str(folder), local_only=True)
+    state = _cache_state(folder, progress=progress)
+    if state.status == "ready":
+        return _Location(str(folder), local_only=True, builtin=spec.name)
+    if state.status == "damaged":
+        path = _rebuild_damaged(spec, folder, state.reason, progress)
+        return _Location(str(path), local_only=True, builtin=spec.name)
     if _local_files_installed(spec):
-        return _Location(str(_build_cache(spec, folder, progress)), local_only=True)
+        path = _build_cache(spec, folder, progress)
+        return _Location(str(path), local_only=True, builtin=spec.name)
     if source == "local":
         raise ModelNotAvailableError(_builtin_missing_message(spec, folder, hub_tried=False))
     return _Location(spec.hub_id, local_only=_hub_offline(), hub=True)
+
+
+def _rebuild_damaged(spec: BuiltinModel, folder: Path, reason: str, progress: bool) -> Path:
+    """Report a damaged cache entry, move it away and rebuild it from the local GGUF."""
+    message = f"cache entry {folder} is damaged ({reason})"
+    if not _local_files_installed(spec):
+        raise ModelIntegrityError(
+            f"{message}; it cannot be rebuilt because the GGUF files of {spec.name} are not "
+            f"installed. Install them ({spec.install_hint}) and load again, or delete {folder}"
+        )
+    _warn(f"{message}; rebuilding", progress)
+    _discard(folder)
+    return _build_cache(spec, folder, progress)
+
+
+def _from_location(location: _Location, source: str, progress: bool, load: Any) -> Any:
+    """``load(path)``; if that fails on a built-in cache folder, re-hash every file: a damaged
+    entry is rebuilt (or refused) and loaded once more, an intact one re-raises the error."""
+    try:
+        return load(location.path)
+    except Exception as err:
+        if location.builtin is None:
+            raise
+        spec = BUILTIN_MODELS[location.builtin]
+        folder = Path(location.path)
+        state = _cache_state(folder, progress=progress, rehash=True)
+        if state.status == "ready":
+            raise
+        if state.status == "damaged":
+            path = _rebuild_damaged(spec, folder, state.reason, progress)
+        elif _local_files_installed(spec):  # moved away by another process meanwhile
+            path = _build_cache(spec, folder, progress)
+        else:
+            raise ModelNotAvailableError(
+                _builtin_missing_message(spec, folder, hub_tried=False)
+            ) from err
+        return load(str(path))
 
 
 def _builtin_missing_message(spec: BuiltinModel, folder: Path, hub_tried: bool) -> str:
@@ -694,7 +952,12 @@ def load_model(
     if location.gguf_file:
         kwargs["gguf_file"] = location.gguf_file
     with _explain_hub_failure(location.path) if location.hub else contextlib.nullcontext():
-        model = _load_dense(location.path, torch_dtype, progress, **kwargs)
+        model = _from_location(
+            location,
+            source,
+            progress,
+            lambda path: _load_dense(path, torch_dtype, progress, **kwargs),
+        )
     model = model.to(device)
     model.eval()
     model.requires_grad_(False)
@@ -718,7 +981,9 @@ def load_tokenizer(name_or_path: str, *, source: Source = "auto", progress: bool
     if location.gguf_file:
         kwargs["gguf_file"] = location.gguf_file
     with _explain_hub_failure(location.path) if location.hub else contextlib.nullcontext():
-        return AutoTokenizer.from_pretrained(location.path, **kwargs)
+        return _from_location(
+            location, source, progress, lambda path: AutoTokenizer.from_pretrained(path, **kwargs)
+        )
 
 
 def load_pair(

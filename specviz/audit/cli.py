@@ -5,15 +5,27 @@ Example (llama.cpp without / with prompt lookup on two ports)::
     specviz audit --a http://127.0.0.1:8080 --b http://127.0.0.1:8081 \\
         --prompt "Once upon a time" --n-samples 300 --max-tokens 4 --out audit-out
 
-Exit status: 0 consistent, 1 inconsistent (so CI can gate on it), 2 the audit could not run
-(the message names the endpoint and the problem).
+Exit status (so CI can gate on it):
+
+* 0 -- consistent;
+* 1 -- inconsistent (speculation changes the output law);
+* 2 -- the audit could not run: a usage error (bad option or number, a missing, unreadable or
+  empty prompts file; one line on stderr, no traceback), a connection or server error
+  (unreachable, TLS, timeout, mismatched models, no logprobs: the message names the endpoint
+  and the problem), or an internal error (with its traceback).
+
+An interrupted audit (Ctrl-C) exits 130; rerunning the same command resumes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import math
+import re
 import sys
+import traceback
 from pathlib import Path
 
 __all__ = ["main"]
@@ -78,48 +90,99 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _UsageError(Exception):
+    """A problem with the command line or its files: one line on stderr, exit 2."""
+
+
 def _read_prompts(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _UsageError(f"--prompts-file {path}: no such file") from None
+    except IsADirectoryError:
+        raise _UsageError(f"--prompts-file {path}: is a directory, not a file") from None
+    except UnicodeDecodeError as err:
+        raise _UsageError(f"--prompts-file {path}: not UTF-8 text ({err.reason})") from None
+    except OSError as err:
+        raise _UsageError(f"--prompts-file {path}: cannot read it: {err.strerror or err}") from None
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         if line.lstrip().startswith("{"):
-            out.append(json.loads(line)["prompt"])
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise _UsageError(
+                    f"--prompts-file {path}:{i}: a line starting with '{{' must be a JSON "
+                    f"object with a 'prompt' string ({err.msg})"
+                ) from None
+            prompt = rec.get("prompt") if isinstance(rec, dict) else None
+            if not isinstance(prompt, str) or not prompt:
+                raise _UsageError(
+                    f"--prompts-file {path}:{i}: the JSON object has no non-empty 'prompt' string"
+                )
+            out.append(prompt)
         else:
             out.append(line)
+    if not out:
+        raise _UsageError(f"--prompts-file {path}: the file has no prompts")
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ..audit import AuditError
-    from .client import Endpoint
-    from .run import audit
+def _flag_message(message: str) -> str:
+    """AuditConfig's messages start with the field's name; say the option instead."""
+    m = re.match(r"[a-z_]+", message)
+    if m:
+        flag = "--prompt" if m.group() == "prompts" else "--" + m.group().replace("_", "-")
+        if flag in build_parser()._option_string_actions:
+            return flag + message[m.end() :]
+    return message
 
-    args = build_parser().parse_args(argv)
+
+def _fail(message: str) -> int:
+    print(f"specviz audit: {message}", file=sys.stderr)
+    return 2
+
+
+def _settings(args: argparse.Namespace) -> tuple[list[str], dict]:
+    """Prompts and the request body extras from the command line (or a _UsageError)."""
     prompts = list(args.prompt)
-    if args.prompts_file:
+    if args.prompts_file is not None:
         prompts += _read_prompts(args.prompts_file)
     if not prompts:
-        print("specviz audit: give at least one --prompt or --prompts-file", file=sys.stderr)
-        return 2
+        raise _UsageError("give at least one --prompt or --prompts-file")
     try:
         extra = json.loads(args.extra)
-        if not isinstance(extra, dict):
-            raise ValueError
     except ValueError:
-        print(f"specviz audit: --extra must be a JSON object, got {args.extra!r}", file=sys.stderr)
-        return 2
-    verify: bool | str = False if args.insecure else (args.ca_bundle or True)
-    common = dict(api_key=args.api_key, verify=verify, timeout=args.timeout, extra=extra)
-    a = Endpoint(args.a, model=args.model_a, label="A", **common)
-    b = Endpoint(args.b, model=args.model_b, label="B", **common)
+        extra = None
+    if not isinstance(extra, dict):
+        raise _UsageError(f"--extra must be a JSON object, got {args.extra!r}")
+    for flag, url in (("--a", args.a), ("--b", args.b)):
+        if not url.startswith(("http://", "https://")):
+            raise _UsageError(f"{flag} must be an http:// or https:// URL, got {url!r}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise _UsageError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    if args.ca_bundle is not None and not Path(args.ca_bundle).is_file():
+        raise _UsageError(f"--ca-bundle {args.ca_bundle}: no such file")
+    return prompts, extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``specviz audit``; returns the exit status (0 consistent, 1 inconsistent, 2 the
+    audit could not run: a usage, connection or server error, or an internal error)."""
+    from .client import AuditError, Endpoint
+    from .config import AuditConfig
+    from .run import run_audit
+
+    args = build_parser().parse_args(argv)  # argparse's own errors exit 2
     try:
-        report = audit(
-            a,
-            b,
-            prompts,
-            out_dir=args.out,
-            progress=not args.quiet,
+        prompts, extra = _settings(args)
+    except _UsageError as err:
+        return _fail(str(err))
+    try:
+        cfg = AuditConfig(
+            prompts=tuple(prompts),
             n_samples=args.n_samples,
             max_tokens=args.max_tokens,
             temperature=args.temperature,
@@ -138,9 +201,37 @@ def main(argv: list[str] | None = None) -> int:
             load_max_tokens=args.load_max_tokens,
             load_temperature=args.load_temperature,
         )
-    except (AuditError, ValueError) as err:
-        print(f"specviz audit: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:
+        return _fail(_flag_message(str(err)))
+    verify: bool | str = False if args.insecure else (args.ca_bundle or True)
+    common = dict(api_key=args.api_key, verify=verify, timeout=args.timeout, extra=extra)
+    a = Endpoint(args.a, model=args.model_a, label="A", **common)
+    b = Endpoint(args.b, model=args.model_b, label="B", **common)
+    try:
+        report = asyncio.run(run_audit(a, b, cfg, out_dir=args.out, progress=not args.quiet))
+    except AuditError as err:
+        # connection, TLS, timeout, HTTP, model mismatch, no logprobs, a foreign raw file
+        return _fail(str(err))
+    except OSError as err:
+        # the output folder: not writable, a file in the way, disk full
+        if err.filename is None:
+            return _fail(f"{type(err).__name__}: {err}")
+        return _fail(f"cannot write the results to {args.out}: {err.filename}: {err.strerror}")
+    except KeyboardInterrupt:
+        print(
+            f"specviz audit: interrupted; complete results are saved in {args.out / 'raw.jsonl'}"
+            " (rerun the same command to resume)",
+            file=sys.stderr,
+        )
+        return 130
+    except Exception:
+        # A bug, not a verdict: show the traceback, and never exit 0 or 1.
+        traceback.print_exc()
+        return _fail("internal error (the traceback above; please report it)")
     print(report.summary())
     print(f"report: {args.out / 'report.html'}  raw results: {args.out / 'raw.jsonl'}")
     return 0 if report.verdict == "consistent" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

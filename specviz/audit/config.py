@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import stats
 from .client import Endpoint
@@ -15,12 +19,51 @@ __all__ = ["ARMS", "AuditConfig"]
 ARMS = ("a", "b")  # a: speculation off (reference), b: speculation on
 _SEED_ARM = 10**8  # seeds: seed + arm * 1e8 + prompt * 1e5 + index (< 2**31 for llama.cpp)
 _SEED_PROMPT = 10**5
+_SEED_MAX = 2**31 - 1
+
+
+def _prompts(name: str, value: Any, *, empty_ok: bool) -> tuple[str, ...]:
+    """A str is one prompt; otherwise a sequence of non-empty strings, as a tuple."""
+    if isinstance(value, str):
+        value = (value,)
+    if isinstance(value, bytes) or not isinstance(value, Sequence):
+        raise ValueError(
+            f"{name} must be a string or a sequence of strings, got {type(value).__name__}"
+        )
+    for i, p in enumerate(value):
+        if not isinstance(p, str):
+            raise ValueError(f"{name}: prompt {i} is a {type(p).__name__}, not a string: {p!r}")
+        if not p:
+            raise ValueError(f"{name}: prompt {i} is an empty string")
+    if not value and not empty_ok:
+        raise ValueError(f"{name} is empty: give at least one prompt")
+    return tuple(value)
+
+
+def _int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _real(name: str, value: Any, minimum: float) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < minimum
+    ):
+        raise ValueError(f"{name} must be a finite number >= {minimum:g}, got {value!r}")
 
 
 @dataclass(frozen=True)
 class AuditConfig:
     """Everything that fixes what is sampled (stored in the raw file's header: a resumed
-    audit must use the same values)."""
+    audit must use the same values).
+
+    Checked on construction: a bad value raises a ValueError whose message starts with the
+    field's name. ``prompts`` (and ``load_prompts``) may be one string -- one prompt, not its
+    characters -- or a sequence of non-empty strings; both are stored as tuples.
+    """
 
     prompts: tuple[str, ...]
     n_samples: int = 200
@@ -44,20 +87,61 @@ class AuditConfig:
     outcome: str = "tokens"  # "tokens" (server-reported, needs logprobs) or "text" (split_text)
 
     def __post_init__(self) -> None:
-        if not self.prompts:
-            raise ValueError("prompts is empty")
-        if not 1 <= self.n_samples < _SEED_PROMPT:
-            raise ValueError(f"n_samples must be in [1, {_SEED_PROMPT})")
+        # A single prompt given as a string is one prompt, not its characters.
+        object.__setattr__(self, "prompts", _prompts("prompts", self.prompts, empty_ok=False))
+        object.__setattr__(
+            self, "load_prompts", _prompts("load_prompts", self.load_prompts, empty_ok=True)
+        )
         if len(self.prompts) > 999:
-            raise ValueError("at most 999 prompts")
-        if self.max_tokens < 1 or self.greedy_max_tokens < 1 or self.load_max_tokens < 1:
-            raise ValueError("max_tokens values must be >= 1")
-        if self.temperature <= 0:
-            raise ValueError("the sampled comparison needs temperature > 0 (greedy is separate)")
-        if self.concurrency < 1 or any(c < 1 for c in self.load_levels):
-            raise ValueError("concurrency levels must be >= 1")
+            raise ValueError(f"prompts: at most 999 prompts, got {len(self.prompts)}")
+        _int("n_samples", self.n_samples, 2)
+        if self.n_samples >= _SEED_PROMPT:
+            raise ValueError(f"n_samples must be < {_SEED_PROMPT}, got {self.n_samples!r}")
+        _int("max_tokens", self.max_tokens, 1)
+        _real("temperature", self.temperature, 0.0)
+        if self.temperature == 0:
+            raise ValueError(
+                "temperature must be > 0: the sampled comparison needs sampling "
+                "(the greedy report runs at temperature 0 separately)"
+            )
+        if self.top_p is not None:
+            _real("top_p", self.top_p, 0.0)
+            if not 0 < self.top_p <= 1:
+                raise ValueError(f"top_p must be None or in (0, 1], got {self.top_p!r}")
+        if self.top_k is not None:
+            _int("top_k", self.top_k, 1)
+        _int("seed", self.seed, 0)
+        last = self.seed + _SEED_ARM * (len(ARMS) - 1) + _SEED_PROMPT * (len(self.prompts) - 1)
+        if last + self.n_samples > _SEED_MAX:
+            raise ValueError(
+                f"seed must be <= {_SEED_MAX - (last - self.seed) - self.n_samples} with "
+                f"{len(self.prompts)} prompts and n_samples={self.n_samples} (request seeds "
+                f"must stay below 2**31), got {self.seed!r}"
+            )
+        _real("alpha", self.alpha, 0.0)
         if not 0 < self.alpha < 1:
-            raise ValueError("alpha must be in (0, 1)")
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
+        _int("concurrency", self.concurrency, 1)
+        _int("retries", self.retries, 0)
+        if not isinstance(self.greedy, bool):
+            raise ValueError(f"greedy must be True or False, got {self.greedy!r}")
+        _int("greedy_max_tokens", self.greedy_max_tokens, 1)
+        _real("near_tie", self.near_tie, 0.0)
+        if isinstance(self.load_levels, (str, bytes)) or not isinstance(self.load_levels, Sequence):
+            raise ValueError(
+                f"load_levels must be a sequence of integers >= 1 (empty skips the load "
+                f"sweep), got {self.load_levels!r}"
+            )
+        if any(
+            isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1
+            for x in self.load_levels
+        ):
+            raise ValueError(f"load_levels must be integers >= 1, got {self.load_levels!r}")
+        object.__setattr__(self, "load_levels", tuple(int(x) for x in self.load_levels))
+        _int("load_requests", self.load_requests, 1)
+        _int("load_max_tokens", self.load_max_tokens, 1)
+        _real("load_temperature", self.load_temperature, 0.0)
+        _int("n_boot", self.n_boot, 1)
         if self.outcome not in ("tokens", "text"):
             raise ValueError(f"outcome must be 'tokens' or 'text', got {self.outcome!r}")
 

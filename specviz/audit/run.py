@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -53,7 +52,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..checks.sequences import LogprobNumerics, result_row, sequence_tests
+from ..checks.report import power_statement, result_row
+from ..checks.report import verdict as report_verdict
+from ..checks.sequences import LogprobNumerics, sequence_tests
 from .client import AuditError, Completion, Endpoint, complete, preflight, stream
 from .config import _SEED_ARM, _SEED_PROMPT, ARMS, AuditConfig
 from .report import AuditReport
@@ -277,25 +278,10 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
             "nothing to test: every prompt produced a single outcome in both arms "
             "(raise the temperature or max_tokens, or use prompts with an uncertain next token)"
         )
-    holm = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="holm", alpha=cfg.alpha)
-    bh = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="fdr_bh", alpha=cfg.alpha)
-    tests["holm"] = holm.pvalues_adjusted
-    tests["bh"] = bh.pvalues_adjusted
-    tests["reject"] = holm.reject
-    finite = [m for m in mdts if math.isfinite(m)]
-    if finite:
-        lo, hi = min(finite), max(finite)
-        span = f"{lo:.3f}" if math.isclose(lo, hi, rel_tol=0.05) else f"{lo:.3f}-{hi:.3f}"
-        statement = (
-            f"With {cfg.n_samples} samples per configuration and prompt, a first-token TV of "
-            f"{span} or more (depending on the prompt's next-token law) would be detected with "
-            f"90% probability (alpha={cfg.alpha}, two-sample Pearson; before the Holm "
-            f"correction over {len(tests)} tests)."
-        )
-    else:
-        statement = "Too few distinct first tokens to state a detectable TV."
-    verdict = "inconsistent" if holm.any_reject else "consistent"
-    mdt = min(finite) if finite else math.nan
+    verdict = report_verdict(tests, cfg.alpha)
+    mdt, statement = power_statement(
+        mdts, cfg.n_samples, cfg.alpha, len(tests), per="configuration and prompt"
+    )
     return verdict, tests, pd.DataFrame(tv_rows), mdt, statement, first, tuple(numerics)
 
 
@@ -487,6 +473,6 @@ def audit(
     >>> report.verdict  # doctest: +SKIP
     'consistent'
     """
-    cfg = AuditConfig(prompts=tuple(prompts), **settings)
+    cfg = AuditConfig(prompts=prompts, **settings)  # a str is one prompt, not its characters
     ea, eb = _as_endpoint(a, "A"), _as_endpoint(b, "B")
     return asyncio.run(run_audit(ea, eb, cfg, out_dir=out_dir, progress=progress))

@@ -29,16 +29,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.runners import vocab_size_of
+from ..core.sampling import SamplingParams
 from ..decoding.batched import (
     BatchResult,
     autoregressive_generate_batch,
     speculative_generate_batch,
 )
-from .sequences import LogprobNumerics, result_row, sequence_tests
+from ..decoding.inputs import check_count
+from ..verification.base import get_verifier
+from .report import check_settings, power_statement, prompt_ids, result_row
+from .report import verdict as report_verdict
+from .sequences import LogprobNumerics, sequence_tests
 
 __all__ = ["ConsistencyReport", "consistency_check"]
 
@@ -78,57 +83,9 @@ class ConsistencyReport:
 
     def figures(self) -> dict[str, Any]:
         """Observed-vs-reference bars (first token), p-value QQ plot, PIT histogram."""
-        import plotly.graph_objects as go
+        from ..views.reports import consistency_figures
 
-        labels, spec, std = self.first_token_counts
-        order = np.argsort(-(np.asarray(std) + np.asarray(spec)))[:25]
-        names = [str(labels[i]) for i in order]
-        bars = go.Figure(
-            [
-                go.Bar(name="speculative", x=names, y=[spec[i] for i in order]),
-                go.Bar(name="standard", x=names, y=[std[i] for i in order]),
-            ]
-        )
-        bars.update_layout(
-            title="First token: speculative vs standard sampling",
-            barmode="group",
-            xaxis_title="token",
-            yaxis_title="count",
-        )
-        p = np.sort(self.tests.pvalue.to_numpy())
-        expected = (np.arange(1, len(p) + 1) - 0.5) / len(p)
-        qq = go.Figure(
-            [
-                go.Scatter(x=expected, y=p, mode="markers", name="tests"),
-                go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="uniform", line={"dash": "dash"}),
-            ]
-        )
-        qq.update_layout(
-            title="p-values vs uniform (QQ)", xaxis_title="expected", yaxis_title="observed"
-        )
-        pit = go.Figure([go.Histogram(x=self.pit, xbins={"start": 0, "end": 1, "size": 0.05})])
-        pit.update_layout(
-            title="Randomized PIT of speculative tokens (uniform if lossless)",
-            xaxis_title="PIT value",
-            yaxis_title="count",
-        )
-        return {"first_token": bars, "pvalue_qq": qq, "pit": pit}
-
-
-def _prompt_ids(prompt: Any, tokenizer: Any) -> list[int]:
-    if isinstance(prompt, str):
-        if tokenizer is None:
-            raise ValueError("text prompts need tokenizer=...")
-        from ..prompts import render_prompt
-
-        return render_prompt(tokenizer, prompt)
-    if hasattr(prompt, "messages") and tokenizer is not None:
-        from ..prompts import render_prompt
-
-        return render_prompt(tokenizer, prompt)
-    if isinstance(prompt, torch.Tensor):
-        return prompt.view(-1).tolist()
-    return list(prompt)
+        return consistency_figures(self)
 
 
 def _sample_arm(fn, n: int, batch_size: int, seed: int, desc: str, progress: bool, **kw):
@@ -177,8 +134,12 @@ def consistency_check(
 
     if not do_sample:
         raise ValueError("consistency_check compares sampled outputs; use greedy_check for greedy")
-    if not prompts:
-        raise ValueError("prompts is empty")
+    check_settings(n_samples=n_samples, alpha=alpha, batch_size=batch_size)
+    check_count("max_new_tokens", max_new_tokens, 1)
+    check_count("n_boot", n_boot, 1)
+    SamplingParams(True, temperature, top_k, top_p)  # refuse bad settings before sampling
+    get_verifier(verifier, greedy=False)
+    id_lists = prompt_ids(prompts, tokenizer, vocab_size_of(target))
     sampling = dict(
         do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p, eos_token_id=eos_token_id
     )
@@ -188,10 +149,9 @@ def consistency_check(
     tv_rows: list[dict[str, Any]] = []
     all_pit: list[np.ndarray] = []
     first_counts: tuple = ((), np.zeros(0), np.zeros(0))
-    mdt = math.nan
+    mdts: list[float] = []
     numerics: list[LogprobNumerics] = []
-    for pi, prompt in enumerate(tqdm(prompts, desc="prompts", disable=not progress)):
-        ids = _prompt_ids(prompt, tokenizer)
+    for pi, ids in enumerate(tqdm(id_lists, desc="prompts", disable=not progress)):
         common = dict(input_ids=ids, max_new_tokens=max_new_tokens, **sampling)
         spec, spec_p, spec_above = _sample_arm(
             lambda **kw: speculative_generate_batch(
@@ -230,8 +190,9 @@ def consistency_check(
             add(name, res)
         tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
         numerics.append(seq_tests.numerics)
+        mdts.append(seq_tests.min_detectable_tv)
         if pi == 0:
-            first_counts, mdt = seq_tests.first_counts, seq_tests.min_detectable_tv
+            first_counts = seq_tests.first_counts
         # Randomized PIT of every speculative token against the target's recorded law.
         p = np.concatenate([np.asarray(x) for x in spec_p])
         above = np.concatenate([np.asarray(x) for x in spec_above])
@@ -240,18 +201,8 @@ def consistency_check(
         add("PIT uniformity", stats.pit_uniformity(pit))
 
     tests = pd.DataFrame(rows)
-    holm = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="holm", alpha=alpha)
-    bh = stats.adjust_pvalues(tests.pvalue.to_numpy(), method="fdr_bh", alpha=alpha)
-    tests["holm"] = holm.pvalues_adjusted
-    tests["bh"] = bh.pvalues_adjusted
-    tests["reject"] = holm.reject
-    verdict = "inconsistent" if holm.any_reject else "consistent"
-    statement = (
-        f"With {n_samples} samples per arm, a first-token TV of {mdt:.3f} or more would be "
-        f"detected with 90% probability (alpha={alpha}, two-sample Pearson)."
-        if math.isfinite(mdt)
-        else "Too few distinct first tokens to state a detectable TV."
-    )
+    verdict = report_verdict(tests, alpha)
+    mdt, statement = power_statement(mdts, n_samples, alpha, len(tests), per="arm")
     return ConsistencyReport(
         verdict=verdict,
         alpha=alpha,

@@ -10,8 +10,10 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.runners import vocab_size_of
+from ..decoding.inputs import check_count
 from ..decoding.serial import autoregressive_generate, speculative_generate
-from .consistency import _prompt_ids
+from .report import prompt_ids
 
 __all__ = ["GreedyReport", "greedy_check"]
 
@@ -54,9 +56,12 @@ def greedy_check(
 ) -> GreedyReport:
     """Greedy speculative vs plain greedy decoding, prompt by prompt, with the logit margin
     at the first divergence (a near tie means numerics, a clear margin means a bug)."""
+    check_count("max_new_tokens", max_new_tokens, 1)
+    if isinstance(near_tie, bool) or not isinstance(near_tie, (int, float)) or near_tie < 0:
+        raise ValueError(f"near_tie must be a number >= 0, got {near_tie!r}")
+    id_lists = prompt_ids(prompts, tokenizer, vocab_size_of(target))
     specs, refs, margins = [], [], []
-    for prompt in tqdm(prompts, desc="greedy", disable=not progress):
-        ids = _prompt_ids(prompt, tokenizer)
+    for ids in tqdm(id_lists, desc="greedy", disable=not progress):
         kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
         ref = autoregressive_generate(target, ids, **kw).new_tokens
         spec = speculative_generate(

@@ -11,19 +11,7 @@ import numpy as np
 
 from .. import stats
 
-__all__ = ["result_row", "LogprobNumerics", "canonical_logprobs", "SequenceTests", "sequence_tests"]
-
-
-def result_row(prompt: int, test: str, res: Any) -> dict[str, Any]:
-    """One row of a report's per-test table."""
-    return dict(
-        prompt=prompt,
-        test=test,
-        statistic=float(res.statistic),
-        pvalue=float(res.pvalue),
-        dof=getattr(res, "dof", None),
-        method=res.method,
-    )
+__all__ = ["LogprobNumerics", "canonical_logprobs", "SequenceTests", "sequence_tests"]
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,22 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     if params.is_greedy:
         idx = logits.argmax(dim=-1, keepdim=True)
         return torch.zeros_like(logits).scatter_(-1, idx, 1.0)
+    limit = _cold_limit(logits, params.temperature)
+    if limit is not None:
+        return limit
     return torch.softmax(_warp(logits, params), dim=-1)
+
+
+def _cold_limit(logits: torch.Tensor, temperature: float) -> torch.Tensor | None:
+    """The T -> 0 limit (uniform over the tied maxima) when logits / T would overflow float32
+    (a softmax of inf - inf is NaN, and sampling from NaN picks the last id every time)."""
+    if temperature >= 1e-3:  # logits would have to exceed 3e35 to overflow
+        return None
+    finite = logits.masked_fill(~torch.isfinite(logits), 0.0)
+    if float(finite.abs().amax()) / temperature < 1e37:
+        return None
+    top = logits == logits.amax(dim=-1, keepdim=True)
+    return top.float() / top.sum(dim=-1, keepdim=True)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -114,7 +129,13 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
 def sample_with_uniform(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """probs [..., V], u [...] in [0, 1) -> the token whose CDF interval contains u."""
     cdf = probs.double().cumsum(-1)  # [..., V]; float64 so the tail keeps its mass
-    x = (u.to(cdf.dtype) * cdf[..., -1]).unsqueeze(-1)
+    total = cdf[..., -1]
+    if not bool(torch.isfinite(total).all() and (total > 0).all()):
+        raise FloatingPointError(
+            "cannot sample: the probabilities are NaN/inf or all zero (check the logits and "
+            "the sampling parameters)"
+        )
+    x = (u.to(cdf.dtype) * total).unsqueeze(-1)
     idx = torch.searchsorted(cdf, x, right=True).squeeze(-1)  # first token with CDF > x
     vocab = probs.shape[-1]
     # u * total can round up to total: fall back to the last token with mass

@@ -2,13 +2,19 @@
 
 Everything downstream -- metrics, statistics, figures, widgets -- reads this one record type.
 Traces are frozen and can be saved to / loaded from JSON Lines with a format version, so a
-notebook can reload a run without recomputing it.
+notebook can reload a run without recomputing it. A trace file is a header line
+(``{"format": "specviz-trace", "version": 2, "meta": ...}``), one line per step and an end record
+(``{"end": true, "steps": N}``); it is written atomically (temporary file, fsync, rename), and a
+file without its end record is refused as truncated rather than read as a shorter run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +30,9 @@ __all__ = [
 ]
 
 TRACE_FORMAT = "specviz-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+"""Version 2 (specviz >= this change) ends every file with ``{"end": true, "steps": N}`` and
+writes strict JSON (NaN as ``null``); version 1 files (no end record) still load."""
 
 
 class TraceFormatError(ValueError):
@@ -152,65 +160,276 @@ class Trace:
 
     # -- persistence ---------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write JSON Lines: a header line, then one line per step."""
+        """Write JSON Lines: a header line, one line per step, then an end record.
+
+        The file is written to a temporary file in the same folder, flushed to disk and then
+        renamed onto ``path``, so ``path`` is either the complete new trace or (after a
+        failure) whatever was there before -- never a partial file. The format is strict
+        JSON: NaN is written as ``null`` and +-infinity as the strings ``"inf"`` /
+        ``"-inf"``; :meth:`load` turns both back into floats in every float field of
+        :class:`Step` and :class:`DraftPosition` (in ``meta`` they stay ``None`` / strings).
+        Parquet and other table formats are not written here: use
+        ``trace.to_dataframe().to_parquet(path)``.
+        """
         path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix in _NOT_JSONL_SUFFIXES:
+            raise ValueError(
+                f"{path}: Trace.save writes JSON Lines (.jsonl), not {suffix}; save to a "
+                f"'.jsonl' path, or for Parquet use trace.to_dataframe().to_parquet(path)"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         header = {"format": TRACE_FORMAT, "version": TRACE_VERSION, "meta": self.meta}
-        with path.open("w", encoding="utf-8") as f:
-            f.write(json.dumps(header, default=_jsonable) + "\n")
-            for s in self.steps:
-                f.write(json.dumps(asdict(s), default=_jsonable) + "\n")
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(_dump_line(header))
+                for s in self.steps:
+                    f.write(_dump_line(asdict(s)))
+                f.write(_dump_line({"end": True, "steps": len(self.steps)}))
+                f.flush()
+                os.fsync(f.fileno())
+            _umask_mode(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(path.parent)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
+        """Read a trace written by :meth:`save` (format version 1 or 2).
+
+        Version 2 files must end with the end record; a file without it (cut short by an
+        interrupted write or copy), with a step count that disagrees with it, or with
+        anything after it is a :class:`TraceFormatError`. Version 1 files (written before
+        specviz recorded an end) load as they always did.
+        """
         path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix in _NOT_JSONL_SUFFIXES:
+            raise TraceFormatError(
+                f"{path}: Trace.load reads the JSON Lines (.jsonl) files written by "
+                f"Trace.save, not {suffix} files (read a saved DataFrame with pandas, e.g. "
+                f"pandas.read_parquet; a JSON Lines trace saved under this name by an older "
+                f"specviz loads once renamed to .jsonl)"
+            )
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as e:
             raise TraceFormatError(f"{path}: not a text trace file ({e})") from None
+        lines = text.splitlines()
         if not lines:
             raise TraceFormatError(f"{path}: empty file, not a specviz trace")
-        header = _parse_line(path, 1, lines[0])
+        cut = not text.endswith("\n")  # a last line without its newline may be cut short
+        header = _parse_line(path, 1, lines[0], strict=False, last=cut and len(lines) == 1)
         if not isinstance(header, dict) or header.get("format") != TRACE_FORMAT:
             raise TraceFormatError(f"{path}: line 1 is not a specviz trace header")
-        version = header.get("version")
-        if not isinstance(version, int) or version > TRACE_VERSION:
-            raise TraceFormatError(
-                f"{path}: trace format version {version!r} is newer than this specviz "
-                f"understands ({TRACE_VERSION}); upgrade specviz"
-            )
+        version = _check_version(path, header)
+        strict = version >= 2
+        if strict:  # version 2 is written as strict JSON: no NaN/Infinity tokens anywhere
+            header = _parse_line(path, 1, lines[0], strict=True)
         steps = []
+        end: int | None = None  # line number of the end record
         for no, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
-            d = _parse_line(path, no, line)
+            if end is not None:
+                raise TraceFormatError(
+                    f"{path}: line {no} comes after the end record (line {end}); "
+                    f"the file has trailing content"
+                )
+            d = _parse_line(path, no, line, strict=strict, last=cut and no == len(lines))
+            if strict and isinstance(d, dict) and "end" in d:
+                _check_end(path, no, d, len(steps))
+                end = no
+                continue
             try:
-                positions = tuple(_position_from_dict(p) for p in d.pop("positions"))
-                d["emitted"] = tuple(d["emitted"])
-                steps.append(Step(positions=positions, **d))
-            except (TypeError, KeyError, AttributeError) as e:
+                steps.append(_step_from_dict(d))
+            except (TypeError, KeyError, AttributeError, ValueError) as e:
                 raise TraceFormatError(f"{path}: line {no} is not a valid step ({e})") from None
+        if strict and end is None:
+            raise TraceFormatError(
+                f"{path}: truncated trace file: no end record after {len(steps)} step(s) "
+                f"(the file is incomplete, e.g. from an interrupted save or copy)"
+            )
         return cls(tuple(steps), header.get("meta", {}))
+
+
+# Suffixes of table/binary/compressed formats: a JSON Lines trace must not be saved under them.
+_NOT_JSONL_SUFFIXES = frozenset(
+    {
+        ".parquet",
+        ".pq",
+        ".csv",
+        ".tsv",
+        ".arrow",
+        ".feather",
+        ".ipc",
+        ".xlsx",
+        ".gz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".zip",
+    }
+)
+_INF, _NEG_INF = "inf", "-inf"  # how +-infinity is written (NaN is written as null)
+
+
+def _float_fields(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """Names of ``cls``'s ``float`` fields and of its ``tuple[float, ...]`` fields."""
+    declared = dataclasses.fields(cls)
+    return (
+        frozenset(f.name for f in declared if f.type in ("float", float)),
+        frozenset(f.name for f in declared if f.type == "tuple[float, ...]"),
+    )
+
+
+_STEP_FLOATS, _STEP_FLOAT_TUPLES = _float_fields(Step)
+_POSITION_FLOATS, _POSITION_FLOAT_TUPLES = _float_fields(DraftPosition)
+
+
+def _check_version(path: Path, header: dict[str, Any]) -> int:
+    if "version" not in header:
+        raise TraceFormatError(f"{path}: the trace header has no format version")
+    version = header["version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TraceFormatError(
+            f"{path}: trace format version {version!r} is not an integer "
+            f"(expected 1..{TRACE_VERSION})"
+        )
+    if version < 1:
+        raise TraceFormatError(
+            f"{path}: trace format version {version!r} is invalid "
+            f"(versions start at 1; expected 1..{TRACE_VERSION})"
+        )
+    if version > TRACE_VERSION:
+        raise TraceFormatError(
+            f"{path}: trace format version {version!r} is newer than this specviz "
+            f"understands ({TRACE_VERSION}); upgrade specviz"
+        )
+    return version
+
+
+def _check_end(path: Path, no: int, d: dict[str, Any], count: int) -> None:
+    expected = d.get("steps")
+    if (
+        set(d) != {"end", "steps"}
+        or d["end"] is not True
+        or isinstance(expected, bool)
+        or not isinstance(expected, int)
+    ):
+        raise TraceFormatError(f"{path}: line {no} is not a valid end record ({d!r})")
+    if expected != count:
+        raise TraceFormatError(
+            f"{path}: the end record (line {no}) says {expected} step(s) but the file holds "
+            f"{count}; the file is incomplete or was edited"
+        )
+
+
+def _to_float(v: Any) -> Any:
+    """Undo :func:`_sanitize` for a float field: ``None`` -> NaN, ``"inf"``/``"-inf"`` -> +-inf."""
+    if v is None:
+        return math.nan
+    if v == _INF:
+        return math.inf
+    if v == _NEG_INF:
+        return -math.inf
+    return v
+
+
+def _step_from_dict(d: dict[str, Any]) -> Step:
+    positions = tuple(_position_from_dict(p) for p in d.pop("positions"))
+    d["emitted"] = tuple(d["emitted"])
+    for k in _STEP_FLOATS & d.keys():
+        d[k] = _to_float(d[k])
+    for k in _STEP_FLOAT_TUPLES & d.keys():
+        d[k] = tuple(map(_to_float, d[k]))
+    return Step(positions=positions, **d)
 
 
 def _position_from_dict(d: dict[str, Any]) -> DraftPosition:
     for k, v in d.items():
         if isinstance(v, list):
-            d[k] = tuple(v)
+            d[k] = tuple(map(_to_float, v)) if k in _POSITION_FLOAT_TUPLES else tuple(v)
         elif v is None:  # NaN is written as null
             d[k] = math.nan
+        elif k in _POSITION_FLOATS:
+            d[k] = _to_float(v)
     return DraftPosition(**d)
 
 
-def _parse_line(path: Path, no: int, line: str) -> Any:
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _parse_line(path: Path, no: int, line: str, *, strict: bool = False, last: bool = False) -> Any:
+    """One JSON value; ``strict`` refuses NaN/Infinity tokens (never written by version 2)."""
     try:
+        if strict:
+            return json.loads(line, parse_constant=_reject_constant)
         return json.loads(line)
     except json.JSONDecodeError as e:
-        raise TraceFormatError(f"{path}: line {no} is corrupt JSON ({e.msg})") from None
+        hint = "; the file looks truncated (its last line is cut short)" if last else ""
+        raise TraceFormatError(f"{path}: line {no} is corrupt JSON ({e.msg}){hint}") from None
+    except ValueError as e:
+        raise TraceFormatError(f"{path}: line {no} is not strict JSON ({e})") from None
+
+
+def _sanitize(obj: Any) -> Any:
+    """A copy of ``obj`` that strict JSON can hold: NaN -> None, +-inf -> ``"inf"``/``"-inf"``."""
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
+            return _INF if obj > 0 else _NEG_INF
+        return obj
+    if obj is None or isinstance(obj, (str, int)):
+        return obj
+    if isinstance(obj, dict):
+        return {_sanitize_key(k): _sanitize(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_sanitize(v) for v in obj]
+    converted = _jsonable(obj)
+    return converted if isinstance(converted, str) else _sanitize(converted)
+
+
+def _sanitize_key(key: Any) -> Any:
+    if isinstance(key, float) and not math.isfinite(key):
+        return "NaN" if math.isnan(key) else ("Infinity" if key > 0 else "-Infinity")
+    return key
+
+
+def _dump_line(obj: Any) -> str:
+    # allow_nan=False: anything the sanitiser missed fails loudly instead of writing "NaN".
+    return json.dumps(_sanitize(obj), allow_nan=False) + "\n"
 
 
 def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return obj.tolist()
     return str(obj)
+
+
+def _umask_mode(path: Path) -> None:
+    """Give a temp file (created 0600) the permissions a plain ``open`` would have given."""
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o666 & ~umask)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Persist a rename in ``folder`` (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

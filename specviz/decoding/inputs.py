@@ -19,6 +19,7 @@ __all__ = [
     "check_count",
     "check_draft",
     "check_positions",
+    "check_seed",
     "check_target_logits",
     "check_vocab",
     "eos_set",
@@ -156,7 +157,7 @@ def eos_set(eos_token_id: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
-def _check_seed_type(seed: Any) -> None:
+def check_seed(seed: Any) -> None:
     if seed is None or isinstance(seed, torch.Generator) or _is_int(seed):
         return
     raise TypeError(
@@ -167,7 +168,7 @@ def _check_seed_type(seed: Any) -> None:
 def generator(seed: Any, device: torch.device) -> tuple[torch.Generator, int | None]:
     """One Generator for every draw of a generation. Passing a Generator (instead of an int)
     lets a caller thread one stream through many generations without reseeding."""
-    _check_seed_type(seed)
+    check_seed(seed)
     if isinstance(seed, torch.Generator):
         if seed.device.type != device.type:
             raise ValueError(f"the generator is on {seed.device}, the model on {device}")
@@ -185,7 +186,7 @@ def row_generators(
     """Per-row Generators of a batch: row ``i`` is seeded ``seed + i`` (so it reproduces the
     serial run with that seed); a Generator given as ``seed`` draws the base seed from its
     stream; None draws a random one."""
-    _check_seed_type(seed)
+    check_seed(seed)
     if isinstance(seed, torch.Generator):
         base = int(torch.randint(0, 2**62, (1,), generator=seed, device=seed.device).item())
     elif seed is None:
@@ -256,7 +257,8 @@ def check_positions(model: Any, longest_prompt: int, max_new_tokens: int) -> Non
     need = longest_prompt + max_new_tokens
     if need <= limit:
         return
-    scaling = getattr(cfg, "rope_scaling", None) or {}
+    # transformers 5 keeps RoPE settings in rope_parameters (rope_scaling before)
+    scaling = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
     kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
     if kind not in (None, "default"):
         warnings.warn(

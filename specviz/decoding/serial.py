@@ -32,9 +32,9 @@ from ..drafting.policies import ConfidenceStopDrafter, ConstantGamma, GammaPolic
 from ..verification.base import get_verifier
 from .inputs import check_count, check_positions, check_vocab, eos_set, generator, prompt_tensor
 from .results import GenerationResult
-from .step import Decoder, DrafterGroups, DraftSource, Row, SingleTarget
+from .step import TOP_K_TRACE, Decoder, DrafterGroups, DraftSource, Row, SingleTarget
 
-__all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate"]
+__all__ = ["TOP_K_TRACE", "GenerationResult", "autoregressive_generate", "speculative_generate"]
 
 
 def autoregressive_generate(

@@ -61,7 +61,7 @@ META_SUFFIX = ".json"
 
 def default_head_path() -> Path:
     """The shipped SmolLM2-135M head (repository ``data/heads/``, beside ``data/prompts.jsonl``)."""
-    return Path(__file__).resolve().parent.parent / "data" / "heads" / "smollm2-135m-eagle"
+    return Path(__file__).resolve().parents[2] / "data" / "heads" / "smollm2-135m-eagle"
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class _ForeignPolicy(GammaPolicy):
         self._start = getattr(inner, "start", noop)
         self._has_batch = hasattr(inner, "batch_size")
         self._stop = getattr(inner, "draft_stop", lambda: None)
-        self._wrap = getattr(inner, "wrap_drafter", None)
+        self._length = getattr(inner, "draft_length", None)
 
     def start(self) -> None:
         self._start()
@@ -150,6 +150,9 @@ class _ForeignPolicy(GammaPolicy):
 
     def draft_stop(self) -> DraftStop | None:
         return self._stop()
+
+    def draft_length(self, gamma: int, top_probs: Sequence[float]) -> int:
+        return gamma if self._length is None else self._length(gamma, top_probs)
 
 
 class ConstantGamma(GammaPolicy):

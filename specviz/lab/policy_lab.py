@@ -136,8 +136,7 @@ def replay(
     same luck); the step emits the accepted drafts plus one target token.
     """
     pol = as_policy(policy)
-    if hasattr(pol, "start"):
-        pol.start()
+    pol.start()
     n = len(record.accept)
     g = torch.Generator().manual_seed(seed)
     u = torch.rand(n, generator=g).tolist()  # one uniform per position, drawn once
@@ -149,7 +148,7 @@ def replay(
     while t < n:
         want = _count("next_gamma()", int(pol.next_gamma()), 0)
         k = min(want, n - t - 1)
-        if hasattr(pol, "draft_length") and k > 0:
+        if k > 0:
             k = pol.draft_length(k, record.top_prob[t : t + k])
         m = 0
         while m < k and ok[t + m]:

@@ -7,6 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core.sampling import SamplingParams
+from ..decoding.inputs import check_seed, eos_set
+from ..drafting.policies import as_policy
+from ..verification.base import get_verifier
 from .workload import _check_int
 
 __all__ = ["ServedBatch", "BatchEngine", "make_engine", "fixed_engine"]
@@ -132,12 +136,16 @@ def make_engine(
     that + ``i`` (the batch API's convention): a request's random stream depends on its
     batch and row, not on its identity alone.
     """
-    from ..decoding.serial import _live_policy
-
+    # the decoding core's own checks, run now: a bad setting fails before any request
     _check_int("max_new_tokens", max_new_tokens, 1)
-    policy = _live_policy(gamma)
-    if speculative and draft is None:
-        raise ValueError("speculative=True needs a draft model")
+    params = SamplingParams(do_sample, temperature, top_k, top_p)
+    policy = as_policy(gamma)
+    eos_set(eos_token_id)
+    check_seed(seed)
+    if speculative:
+        if draft is None:
+            raise ValueError("speculative=True needs a draft model")
+        get_verifier(verifier, greedy=params.is_greedy)
     kw: dict[str, Any] = dict(
         max_new_tokens=max_new_tokens,
         do_sample=do_sample,
@@ -150,7 +158,7 @@ def make_engine(
     if speculative:
         kw["verifier"] = verifier
         tag = "" if verifier == "lossless" else f", {verifier}"
-        label = f"gamma={gamma}" if policy is None else getattr(policy, "name", repr(policy))
+        label = f"gamma={gamma}" if isinstance(gamma, int) else policy.name
         name = f"speculative({label}{tag})"
     else:
         name = "plain"

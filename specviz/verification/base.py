@@ -151,8 +151,13 @@ def get_verifier(verifier: str | VerifierSpec, *, greedy: bool) -> VerifierSpec:
         return verifier
     if isinstance(verifier, str) and verifier.split(":", 1)[0] in PREFIXES:
         return PREFIXES[verifier.split(":", 1)[0]](verifier)
-    if verifier not in VERIFIERS:
+    if not isinstance(verifier, str) or verifier not in VERIFIERS:
         raise ValueError(f"unknown verifier {verifier!r}; choose from {sorted(VERIFIERS)}")
+    if verifier == "greedy" and not greedy:
+        raise ValueError(
+            "verifier='greedy' is greedy matching and needs do_sample=False; with sampling use "
+            "verifier='lossless' (which is greedy matching when do_sample=False)"
+        )
     if greedy and verifier == "lossless":
         return VERIFIERS["greedy"]
     return VERIFIERS[verifier]

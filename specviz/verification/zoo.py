@@ -10,10 +10,10 @@ computes that law exactly; :func:`zoo_effects` turns it into the numbers a user 
 
 Example::
 
-    >>> from specviz.zoo import stated_setting, zoo_effects
+    >>> from specviz.verification.zoo import stated_setting, zoo_effects
     >>> target, draft, context, params = stated_setting()
     >>> table = zoo_effects(target.next_logits(context), draft.next_logits(context), params)
-    >>> table.loc["lossless", "tv"]
+    >>> float(table.loc["lossless", "tv"])
     0.0
 """
 

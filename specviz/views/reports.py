@@ -1,0 +1,205 @@
+"""Figures and HTML of the two reports (``ConsistencyReport``, ``AuditReport``): the report
+objects hold data; this is how they look."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["audit_figures", "audit_html", "consistency_figures"]
+
+
+def consistency_figures(report: Any) -> dict[str, Any]:
+    """Observed-vs-reference bars (first token), p-value QQ plot, PIT histogram."""
+    import plotly.graph_objects as go
+
+    labels, spec, std = report.first_token_counts
+    order = np.argsort(-(np.asarray(std) + np.asarray(spec)))[:25]
+    names = [str(labels[i]) for i in order]
+    bars = go.Figure(
+        [
+            go.Bar(name="speculative", x=names, y=[spec[i] for i in order]),
+            go.Bar(name="standard", x=names, y=[std[i] for i in order]),
+        ]
+    )
+    bars.update_layout(
+        title="First token: speculative vs standard sampling",
+        barmode="group",
+        xaxis_title="token",
+        yaxis_title="count",
+    )
+    p = np.sort(report.tests.pvalue.to_numpy())
+    expected = (np.arange(1, len(p) + 1) - 0.5) / len(p)
+    qq = go.Figure(
+        [
+            go.Scatter(x=expected, y=p, mode="markers", name="tests"),
+            go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="uniform", line={"dash": "dash"}),
+        ]
+    )
+    qq.update_layout(
+        title="p-values vs uniform (QQ)", xaxis_title="expected", yaxis_title="observed"
+    )
+    pit = go.Figure([go.Histogram(x=report.pit, xbins={"start": 0, "end": 1, "size": 0.05})])
+    pit.update_layout(
+        title="Randomized PIT of speculative tokens (uniform if lossless)",
+        xaxis_title="PIT value",
+        yaxis_title="count",
+    )
+    return {"first_token": bars, "pvalue_qq": qq, "pit": pit}
+
+
+def audit_figures(report: Any) -> dict[str, Any]:
+    """Plotly figures: first-token bars, p-value QQ, TV per position, load curves."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    a, b = report.endpoints
+    figs: dict[str, Any] = {}
+    labels, ca, cb = report.first_token_counts
+    if len(labels):
+        order = np.argsort(-(np.asarray(ca) + np.asarray(cb)))[:25]
+        names = [repr(labels[i]) for i in order]
+        figs["first_token"] = go.Figure(
+            [
+                go.Bar(name=f"{a.name} (off)", x=names, y=[int(ca[i]) for i in order]),
+                go.Bar(name=f"{b.name} (on)", x=names, y=[int(cb[i]) for i in order]),
+            ]
+        ).update_layout(
+            title="Prompt 0, first token: counts in both configurations",
+            barmode="group",
+            xaxis_title="token piece",
+            yaxis_title="count",
+        )
+    p = np.sort(report.tests.pvalue.to_numpy())
+    exp = (np.arange(1, len(p) + 1) - 0.5) / max(1, len(p))
+    figs["pvalue_qq"] = go.Figure(
+        [
+            go.Scatter(x=exp, y=p, mode="markers", name="tests"),
+            go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="uniform", line={"dash": "dash"}),
+        ]
+    ).update_layout(
+        title="p-values vs uniform (QQ): on the diagonal if speculation is lossless",
+        xaxis_title="expected",
+        yaxis_title="observed",
+    )
+    if report.tv is not None and len(report.tv):
+        tv_fig = go.Figure()
+        for prompt, g in report.tv.groupby("prompt"):
+            tv_fig.add_trace(
+                go.Scatter(
+                    x=g.position,
+                    y=g.estimate,
+                    mode="lines+markers",
+                    name=f"prompt {prompt}",
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": (g.high - g.estimate).tolist(),
+                        "arrayminus": (g.estimate - g.low).tolist(),
+                    },
+                )
+            )
+        tv_fig.update_layout(
+            title="Estimated TV(off, on) of the token at each position (bootstrap interval;"
+            " plug-in estimates are biased upwards by sampling noise)",
+            xaxis_title="position",
+            yaxis_title="TV",
+        )
+        figs["tv"] = tv_fig
+    if report.load is not None and len(report.load):
+        panels = [
+            ("ttft_p50", "TTFT p50 (s)"),
+            ("itl_p50", "inter-token latency p50 (s)"),
+            ("completion_p50", "completion time p50 (s)"),
+            ("tokens_per_s", "throughput (tokens/s)"),
+        ]
+        load = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in panels])
+        for arm, ep, color in (("a", a, "#1f77b4"), ("b", b, "#d62728")):
+            g = report.load[report.load.arm == arm].sort_values("concurrency")
+            for i, (col, _) in enumerate(panels):
+                load.add_trace(
+                    go.Scatter(
+                        x=g.concurrency,
+                        y=g[col],
+                        mode="lines+markers",
+                        name=f"{ep.name} ({'off' if arm == 'a' else 'on'})",
+                        legendgroup=arm,
+                        showlegend=i == 0,
+                        line={"color": color},
+                    ),
+                    row=i // 2 + 1,
+                    col=i % 2 + 1,
+                )
+        load.update_xaxes(title_text="concurrent requests", type="log")
+        load.update_layout(title="Load sweep (streaming)", height=700)
+        figs["load"] = load
+    return figs
+
+
+def audit_html(report: Any, path: str | Path) -> Path:
+    """A self-contained page (plotly.js inlined once)."""
+    import html
+
+    a, b = report.endpoints
+    default = "(server default)"
+    color = "#2e7d32" if report.verdict == "consistent" else "#c62828"
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<title>specviz audit</title><style>body{font-family:sans-serif;max-width:1100px;"
+        "margin:auto;padding:1em} table{border-collapse:collapse;font-size:12px} "
+        "td,th{border:1px solid #ccc;padding:2px 6px} pre{background:#f5f5f5;padding:8px;"
+        "white-space:pre-wrap}</style></head><body>",
+        "<h1>specviz audit: speculative decoding over the API</h1>",
+        f"<p><b>A (speculation off, reference):</b> {html.escape(a.name)} "
+        f"<code>{html.escape(a.base_url)}</code> model {html.escape(a.model or default)}<br>"
+        f"<b>B (speculation on):</b> {html.escape(b.name)} "
+        f"<code>{html.escape(b.base_url)}</code> model {html.escape(b.model or default)}</p>",
+        f"<h2 style='color:{color}'>Verdict: {report.verdict}</h2>",
+        f"<pre>{html.escape(report.summary())}</pre>",
+        f"<p><b>Power.</b> {html.escape(report.power_statement)}</p>",
+    ]
+    figs = audit_figures(report)
+    first = True
+    for fig in figs.values():
+        parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if first else False))
+        first = False
+    parts.append("<h2>Tests (sorted by Holm-adjusted p)</h2>")
+    cols = ["prompt", "test", "statistic", "pvalue", "dof", "holm", "bh", "reject", "method"]
+    parts.append(report.tests.sort_values("holm")[cols].to_html(index=False, float_format="%.4g"))
+    if report.greedy is not None:
+        import pandas as pd
+
+        g = pd.DataFrame(
+            {
+                "prompt": range(report.greedy.n),
+                "first_divergence": report.greedy.first_divergence,
+                "margin": report.greedy.margins,
+                "verdict": report.greedy.verdicts,
+                "max |logprob A - B| before it": report.greedy_logprob_gap or None,
+            }
+        )
+        parts.append(
+            f"<h2>Greedy identity (T=0, {report.config.greedy_max_tokens} tokens): "
+            f"{report.greedy_verdict}</h2>"
+        )
+        parts.append(g.to_html(index=False))
+    if report.load is not None and len(report.load):
+        parts.append("<h2>Load sweep</h2>")
+        parts.append(report.load.to_html(index=False, float_format="%.4g"))
+    conf = {k: v for k, v in asdict(report.config).items() if k != "prompts"}
+    parts.append("<h2>Configuration</h2><pre>")
+    parts.append(html.escape(json.dumps(conf, indent=1, default=str)))
+    parts.append("\nprompts:\n" + html.escape("\n".join(repr(p) for p in report.config.prompts)))
+    parts.append(f"\npreflight: {html.escape(json.dumps(report.preflight, default=str))}")
+    parts.append(f"\nwall time: {report.seconds:.1f} s</pre></body></html>")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text("\n".join(parts), encoding="utf-8")
+    os.replace(tmp, out)  # a reader never sees half a page
+    return out

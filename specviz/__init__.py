@@ -12,7 +12,15 @@ from .decoding import (
     speculative_generate,
     speculative_generate_batch,
 )
-from .drafting import Draft, Drafter, EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
+from .drafting import (
+    Draft,
+    Drafter,
+    EarlyExitDrafter,
+    ModelDrafter,
+    PromptLookupDrafter,
+    TreeDraft,
+    TreeDrafter,
+)
 from .fixtures.toy import ToyLM, exact_continuation_law, toy_pair
 from .verification import VERIFIERS
 
@@ -34,6 +42,8 @@ __all__ = [
     "PromptLookupDrafter",
     "SamplingParams",
     "ToyLM",
+    "TreeDraft",
+    "TreeDrafter",
     "Trace",
     "TraceFormatError",
     "VERIFIERS",

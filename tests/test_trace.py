@@ -201,13 +201,13 @@ def _strict_loads(line: str):
     return json.loads(line, parse_constant=refuse)
 
 
-def test_save_writes_version_2_strict_json_with_end_record(result, tmp_path):
-    assert TRACE_VERSION == 2
+def test_save_writes_strict_json_with_end_record(result, tmp_path):
+    assert TRACE_VERSION == 3
     path = result.trace.save(tmp_path / "t.jsonl")
     text = path.read_text()
     assert text.endswith("\n")
     lines = [_strict_loads(line) for line in text.splitlines()]
-    assert lines[0]["format"] == TRACE_FORMAT and lines[0]["version"] == 2
+    assert lines[0]["format"] == TRACE_FORMAT and lines[0]["version"] == TRACE_VERSION
     assert lines[-1] == {"end": True, "steps": len(result.trace.steps)}
     assert len(lines) == len(result.trace.steps) + 2
     assert "NaN" not in text and "Infinity" not in text
@@ -326,7 +326,7 @@ def test_content_after_end_record_is_refused(saved, tmp_path, extra):
         (True, r"version True is not an integer"),
         (None, r"version None is not an integer"),
         ("missing", r"the trace header has no format version"),
-        (TRACE_VERSION + 1, r"version 3 is newer than this specviz understands \(2\); upgrade"),
+        (TRACE_VERSION + 1, r"version 4 is newer than this specviz understands \(3\); upgrade"),
     ],
 )
 def test_bad_versions_are_refused(saved, tmp_path, version, message):

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner"]
+__all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner", "tree_ancestry"]
 
 
 class BatchRunner:
@@ -76,6 +76,52 @@ class BatchRunner:
         hidden = out.last_hidden_state  # [B, m, H]
         logits = m.get_output_embeddings()(hidden[:, -num_logits:]).float()
         return logits, hidden
+
+    def extend_tree(
+        self,
+        tokens: torch.Tensor,
+        valid: torch.Tensor,
+        parents: torch.Tensor,
+        return_hidden: bool = False,
+    ):
+        """Feed token trees, one per row, in one call: ``tokens``, ``valid``, ``parents``
+        [B, m], where ``parents[b, j]`` is the index (within this feed) of node j's parent, or
+        -1 for a node that follows the row's committed text. Each node attends to the row's
+        valid cache and to its own ancestors only (a 4-D attention mask) and sits at position
+        (valid tokens so far + its depth - 1). Returns logits [B, m, V] (row j: the law after
+        node j) and, with ``return_hidden``, hidden states [B, m, H]. The new columns stay
+        valid until :meth:`keep_columns` turns the unaccepted ones into holes."""
+        tokens, valid, parents = (x.to(self.device) for x in (tokens, valid, parents))
+        B, m = tokens.shape
+        anc, depth = tree_ancestry(parents)  # [B, m, m] ancestor-or-self, [B, m]
+        anc = anc & valid[:, None, :] & valid[:, :, None]
+        before = self.mask.sum(1, keepdim=True)  # [B, 1]
+        positions = (before + depth - 1).clamp_min(0)
+        past = self.mask[:, None, :].expand(B, m, -1)  # [B, m, L]
+        mask4 = torch.cat([past, anc], dim=2)[:, None]  # [B, 1, m, L + m], True = attend
+        self.mask = torch.cat([self.mask, valid], dim=1)
+        m_ = self.model
+        with torch.inference_mode():
+            if return_hidden:
+                base = m_.get_decoder() if hasattr(m_, "get_decoder") else m_.model
+                out = base(input_ids=tokens, attention_mask=mask4, position_ids=positions,
+                           use_cache=True, **{self._cache_kw: self.cache})  # fmt: skip
+                hidden = out.last_hidden_state
+                return m_.get_output_embeddings()(hidden).float(), hidden
+            out = m_(input_ids=tokens, attention_mask=mask4, position_ids=positions,
+                     use_cache=True, **{self._cache_kw: self.cache})  # fmt: skip
+            return out.logits.float()
+
+    def keep_columns(self, start: int, keep: list[list[int]]) -> None:
+        """After a tree pass that started at column ``start``: row b keeps the columns
+        ``start + j`` for ``j`` in ``keep[b]``; the others become holes."""
+        width = self.mask.shape[1] - start
+        for b, cols in enumerate(keep):
+            drop = torch.ones(width, dtype=torch.bool, device=self.device)
+            if cols:
+                drop[torch.tensor(cols, device=self.device)] = False
+            self.mask[b, start:] &= ~drop
+        self.trim()
 
     def prefill_shared(self, prompt: torch.Tensor, return_hidden: bool = False) -> Any:
         """Run the common prompt once (batch 1) and copy its KV cache to every row; with
@@ -150,6 +196,44 @@ class ToyBatchRunner:
             rows.append(torch.stack(out))
         return torch.stack(rows)  # [B, num_logits, V]
 
+    def extend_tree(
+        self,
+        tokens: torch.Tensor,
+        valid: torch.Tensor,
+        parents: torch.Tensor,
+        return_hidden: bool = False,
+    ) -> torch.Tensor:
+        """See :meth:`BatchRunner.extend_tree`: each node's logits from the row's valid text
+        plus the node's own ancestors."""
+        if return_hidden:
+            raise TypeError(
+                "toy models have no hidden states (feature-level drafters need a transformer)"
+            )
+        B, m = tokens.shape
+        out = torch.zeros(B, m, self.model.vocab_size)
+        for b in range(B):
+            base = self.tokens[b][self.mask[b]].tolist()
+            par = parents[b].tolist()
+            for j in range(m):
+                if not bool(valid[b, j]):
+                    continue
+                path, node = [], j
+                while node >= 0:
+                    path.append(int(tokens[b, node]))
+                    node = par[node]
+                out[b, j] = self.model.next_logits(tuple(base + path[::-1]))
+        self.tokens = torch.cat([self.tokens, tokens.cpu()], 1)
+        self.mask = torch.cat([self.mask, valid.cpu()], 1)
+        return out
+
+    def keep_columns(self, start: int, keep: list[list[int]]) -> None:
+        width = self.mask.shape[1] - start
+        for b, cols in enumerate(keep):
+            drop = torch.ones(width, dtype=torch.bool)
+            if cols:
+                drop[torch.tensor(cols)] = False
+            self.mask[b, start:] &= ~drop
+
     def prefill_shared(self, prompt: torch.Tensor, return_hidden: bool = False) -> None:
         if return_hidden:
             raise TypeError(
@@ -167,6 +251,24 @@ class ToyBatchRunner:
 
     def _blank(self) -> torch.Tensor:
         return torch.zeros(self.model.vocab_size)
+
+
+def tree_ancestry(parents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """parents [B, m] (index within the feed, -1 = follows the committed text) ->
+    (ancestor-or-self matrix [B, m, m]: ``anc[b, i, j]`` is True when node j is node i or one
+    of its ancestors; depth [B, m]: 1 for a node whose parent is -1, its parent's + 1 else)."""
+    B, m = parents.shape
+    dev = parents.device
+    anc = torch.eye(m, dtype=torch.bool, device=dev).expand(B, m, m).clone()
+    depth = torch.ones(B, m, dtype=torch.long, device=dev)
+    par = parents.tolist()
+    for b in range(B):
+        for i in range(m):
+            p = par[b][i]
+            if p >= 0:  # parents come before their children: their rows are complete
+                anc[b, i] |= anc[b, p]
+                depth[b, i] = depth[b, p] + 1
+    return anc, depth
 
 
 def batch_runner(model: Any, batch: int) -> BatchRunner | ToyBatchRunner:

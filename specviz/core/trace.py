@@ -25,14 +25,16 @@ __all__ = [
     "TraceFormatError",
     "DraftPosition",
     "Step",
+    "TreeNode",
     "Trace",
     "TraceSummary",
 ]
 
 TRACE_FORMAT = "specviz-trace"
-TRACE_VERSION = 2
-"""Version 2 (specviz >= this change) ends every file with ``{"end": true, "steps": N}`` and
-writes strict JSON (NaN as ``null``); version 1 files (no end record) still load."""
+TRACE_VERSION = 3
+"""Version 3 records token trees (``Step.tree``); version 2 ended every file with
+``{"end": true, "steps": N}`` and wrote strict JSON (NaN as ``null``); files of versions 1
+(no end record) and 2 still load."""
 
 
 class TraceFormatError(ValueError):
@@ -62,6 +64,24 @@ class DraftPosition:
 
 
 @dataclass(frozen=True)
+class TreeNode:
+    """One candidate of a token tree and what the verifier did with it."""
+
+    node: int  # index in the tree
+    token: int
+    parent: int  # -1: a child of the last committed token
+    depth: int  # 1 for the root's children
+    position: int  # index among the generated tokens it would take
+    q_draft: float  # q of its token in the law its sibling group was drawn from (NaN: none)
+    p_target: float  # p of its token in the target law it was first tested against
+    accept_prob: float  # NaN when never tried
+    u: float  # the uniform draw (NaN when the rule draws none or it was never tried)
+    status: str  # "accepted" | "rejected" | "unvisited"
+    residual_ids: tuple[int, ...] = ()  # top-k of the law left after its rejection
+    residual_probs: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class Step:
     """One target call: ``drafted`` proposals, ``accepted`` kept, then one target token."""
 
@@ -75,6 +95,8 @@ class Step:
     verify_time: float
     end_time: float  # seconds since the start of the generation
     positions: tuple[DraftPosition, ...] = ()
+    tree: tuple[TreeNode, ...] = ()  # a tree step: every candidate (``drafted`` of them)
+    path: tuple[int, ...] = ()  # a tree step: the accepted nodes, root's child first
 
 
 @dataclass(frozen=True)
@@ -98,11 +120,26 @@ class Trace:
 
     # -- views ---------------------------------------------------------------------------
     def to_dataframe(self):
-        """One row per drafted position (and bonus slot), with its step's numbers."""
+        """One row per drafted position (and bonus slot) -- for a tree step, one row per tree
+        node (with ``node``, ``parent``, ``depth``, ``status``) -- with its step's numbers."""
         import pandas as pd
 
         rows = []
         for s in self.steps:
+            for t in s.tree:
+                row = asdict(t)
+                row.update(
+                    step=s.step,
+                    draft_token=t.token,
+                    accepted=t.status == "accepted",
+                    evaluated=t.status != "unvisited",
+                    step_drafted=s.drafted,
+                    step_accepted=s.accepted,
+                    draft_time=s.draft_time,
+                    verify_time=s.verify_time,
+                    index_in_step=t.depth - 1,
+                )
+                rows.append(row)
             for p in s.positions:
                 row = asdict(p)
                 row.update(
@@ -125,7 +162,10 @@ class Trace:
         import pandas as pd
 
         return pd.DataFrame(
-            [{k: v for k, v in asdict(s).items() if k != "positions"} for s in self.steps]
+            [
+                {k: v for k, v in asdict(s).items() if k not in ("positions", "tree")}
+                for s in self.steps
+            ]
         )
 
     def summary(self) -> TraceSummary:
@@ -200,7 +240,7 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
-        """Read a trace written by :meth:`save` (format version 1 or 2).
+        """Read a trace written by :meth:`save` (format version 1, 2 or 3).
 
         Version 2 files must end with the end record; a file without it (cut short by an
         interrupted write or copy), with a step count that disagrees with it, or with
@@ -290,6 +330,7 @@ def _float_fields(cls: type) -> tuple[frozenset[str], frozenset[str]]:
 
 _STEP_FLOATS, _STEP_FLOAT_TUPLES = _float_fields(Step)
 _POSITION_FLOATS, _POSITION_FLOAT_TUPLES = _float_fields(DraftPosition)
+_NODE_FLOATS, _NODE_FLOAT_TUPLES = _float_fields(TreeNode)
 
 
 def _check_version(path: Path, header: dict[str, Any]) -> int:
@@ -343,12 +384,23 @@ def _to_float(v: Any) -> Any:
 
 def _step_from_dict(d: dict[str, Any]) -> Step:
     positions = tuple(_position_from_dict(p) for p in d.pop("positions"))
+    d["tree"] = tuple(_node_from_dict(t) for t in d.get("tree", ()))  # versions < 3: none
+    d["path"] = tuple(d.get("path", ()))
     d["emitted"] = tuple(d["emitted"])
     for k in _STEP_FLOATS & d.keys():
         d[k] = _to_float(d[k])
     for k in _STEP_FLOAT_TUPLES & d.keys():
         d[k] = tuple(map(_to_float, d[k]))
     return Step(positions=positions, **d)
+
+
+def _node_from_dict(d: dict[str, Any]) -> TreeNode:
+    for k, v in d.items():
+        if isinstance(v, list):
+            d[k] = tuple(map(_to_float, v)) if k in _NODE_FLOAT_TUPLES else tuple(v)
+        elif k in _NODE_FLOATS:
+            d[k] = _to_float(v)
+    return TreeNode(**d)
 
 
 def _position_from_dict(d: dict[str, Any]) -> DraftPosition:

@@ -21,6 +21,7 @@ __all__ = [
     "check_positions",
     "check_seed",
     "check_target_logits",
+    "check_tree",
     "check_vocab",
     "eos_set",
     "generator",
@@ -235,6 +236,22 @@ def check_draft(draft: Any, k: int, vocab: int | None, name: str) -> None:
         raise FloatingPointError(f"drafter {name!r} reported a non-finite q_draft")
     if n and bool((q.amin() < 0).item()):
         raise ValueError(f"drafter {name!r} reported negative probabilities in q_draft")
+
+
+def check_tree(tree: Any, k: int, vocab: int | None, name: str, max_nodes: int = 1024) -> None:
+    """A drafter's token tree, before the target sees it: depth at most ``k``, at most
+    ``max_nodes`` nodes, ids in ``[0, vocab)`` and a well-formed ``q_draft``."""
+    n = tree.size
+    if n > max_nodes:
+        raise ValueError(f"drafter {name!r} proposed a tree of {n} nodes (at most {max_nodes})")
+    if n and max(tree.depths()) > k:
+        raise ValueError(
+            f"drafter {name!r} proposed a tree of depth {max(tree.depths())} when at most {k} "
+            "tokens can follow"
+        )
+    from ..drafting.base import Draft
+
+    check_draft(Draft(tree.tokens, tree.q_draft), n, vocab, name)
 
 
 def check_vocab(target_vocab: int | None, drafter: Any) -> None:

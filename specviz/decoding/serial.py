@@ -32,7 +32,7 @@ from ..drafting.policies import ConfidenceStopDrafter, ConstantGamma, GammaPolic
 from ..verification.base import get_verifier
 from .inputs import check_count, check_positions, check_vocab, eos_set, generator, prompt_tensor
 from .results import GenerationResult
-from .step import TOP_K_TRACE, Decoder, DrafterGroups, DraftSource, Row, SingleTarget
+from .step import TOP_K_TRACE, BatchTarget, Decoder, DrafterGroups, DraftSource, Row, SingleTarget
 
 __all__ = ["TOP_K_TRACE", "GenerationResult", "autoregressive_generate", "speculative_generate"]
 
@@ -121,8 +121,10 @@ def speculative_generate(
     runner = as_runner(target)
     gen, seed = generator(seed, runner.device)
     row = Row(0, gen, seed, prompt, max_new_tokens)
+    # token trees are verified with tree attention on the masked cache (a batch of one)
+    rows_target = BatchTarget(target) if drafter.proposes_trees else SingleTarget(runner)
     decoder = Decoder(
-        SingleTarget(runner),
+        rows_target,
         DrafterGroups(drafter),
         [row],
         params=params,

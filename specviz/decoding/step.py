@@ -38,12 +38,12 @@ import torch
 from ..core.batch_runners import batch_runner
 from ..core.runners import LMRunner
 from ..core.sampling import SamplingParams, logits_to_probs, sample_with_uniform
-from ..core.trace import DraftPosition, Step
-from ..drafting.base import Draft, Drafter
+from ..core.trace import DraftPosition, Step, TreeNode
+from ..drafting.base import Draft, Drafter, TreeDraft
 from ..drafting.modes import _draft_step, check_draft_logits
 from ..drafting.policies import DraftStop, GammaPolicy
 from ..verification.base import VERIFIERS, Verdict, VerifierSpec
-from .inputs import check_count, check_draft, check_target_logits
+from .inputs import check_count, check_draft, check_target_logits, check_tree
 
 __all__ = ["Decoder", "Row", "SingleTarget", "BatchTarget", "DrafterGroups", "ModelGroups"]
 
@@ -86,8 +86,9 @@ class DraftGroup:
 
     parent: int  # index of the group it came from
     rows: list[Row]
-    tokens: torch.Tensor  # [k]
+    tokens: torch.Tensor  # [k] (a tree's nodes)
     q_draft: torch.Tensor | None  # [k, V] or None (point masses)
+    tree: TreeDraft | None = None  # set when the drafter proposed a tree
 
 
 # ------------------------------------------------------------------------------ targets
@@ -113,6 +114,12 @@ class SingleTarget:
             return self.runner.extend(feed, num_logits)[None], None  # [1, k+1, V]
         logits, h = out
         return logits[None], h[None]
+
+    def forward_tree(self, feeds, parents, hidden):
+        raise TypeError(
+            "a drafter proposed a token tree to a single-sequence runner: tree drafters set "
+            "proposes_trees = True so that the engine verifies them on its masked cache"
+        )
 
     def select(self, parents: list[int]) -> None:
         if parents not in ([], [0]):
@@ -153,6 +160,24 @@ class BatchTarget:
         out = self.runner.extend(tokens, valid, m, return_hidden=hidden)
         logits, h = out if hidden else (out, None)
         return logits[:, :num_logits], h  # rows are left-aligned: column j of row g is its j-th
+
+    def forward_tree(self, feeds: list[torch.Tensor], parents: list[list[int]], hidden: bool):
+        """One target call on every row's [pending, tree nodes] with tree attention; row j
+        of each row's logits is the law after feed token j."""
+        G, m = len(feeds), max(f.numel() for f in feeds)
+        tokens = torch.zeros(G, m, dtype=torch.long)
+        valid = torch.zeros(G, m, dtype=torch.bool)
+        par = torch.full((G, m), -1, dtype=torch.long)
+        for g, (f, pa) in enumerate(zip(feeds, parents, strict=True)):
+            tokens[g, : f.numel()] = f
+            valid[g, : f.numel()] = True
+            par[g, : len(pa)] = torch.tensor(pa)
+        self._col0, self._width = self.runner.mask.shape[1], m
+        out = self.runner.extend_tree(tokens, valid, par, return_hidden=hidden)
+        return out if hidden else (out, None)
+
+    def keep_columns(self, cols: list[list[int]]) -> None:
+        self.runner.keep_columns(self._col0, cols)
 
     def select(self, parents: list[int]) -> None:
         if parents != list(range(len(parents))) or len(parents) != self.runner.mask.shape[0]:
@@ -243,25 +268,32 @@ class DrafterGroups(DraftSource):
                 out.append(DraftGroup(gi, g.rows, _EMPTY, None))
             elif len(g.rows) == 1 or d.deterministic:
                 prop = self._propose(d, g, k, g.rows[0].generator, vocab)
-                out.append(DraftGroup(gi, g.rows, prop.tokens, prop.q_draft))
+                out.append(_draft_group(gi, g.rows, prop))
             else:
-                split: dict[tuple[int, ...], DraftGroup] = {}
+                split: dict[tuple, DraftGroup] = {}
                 for r in g.rows:
                     prop = self._propose(d, g, k, r.generator, vocab)
-                    key = tuple(prop.tokens.tolist())
+                    key = _draft_key(prop)
                     if key in split:
                         split[key].rows.append(r)
                     else:
-                        split[key] = DraftGroup(gi, [r], prop.tokens, prop.q_draft)
+                        split[key] = _draft_group(gi, [r], prop)
                 out.extend(split.values())
         return out
 
     @staticmethod
-    def _propose(d: Drafter, g: Group, k: int, gen: torch.Generator, vocab: int | None) -> Draft:
+    def _propose(
+        d: Drafter, g: Group, k: int, gen: torch.Generator, vocab: int | None
+    ) -> Draft | TreeDraft:
         prop = d.propose(g.context, k, gen)
-        if not isinstance(prop, Draft):
-            raise TypeError(f"drafter {d.name!r} returned {type(prop).__name__}, not a Draft")
-        check_draft(prop, k, vocab, d.name)
+        if isinstance(prop, TreeDraft):
+            check_tree(prop, k, vocab, d.name)
+        elif isinstance(prop, Draft):
+            check_draft(prop, k, vocab, d.name)
+        else:
+            raise TypeError(
+                f"drafter {d.name!r} returned {type(prop).__name__}, not a Draft or TreeDraft"
+            )
         return prop
 
     def commit_forks(self, groups: list[Group]) -> None:
@@ -411,6 +443,17 @@ class ModelGroups(DraftSource):
             run.trim()
 
 
+def _draft_key(prop: Draft | TreeDraft) -> tuple:
+    if isinstance(prop, TreeDraft):
+        return ("tree", tuple(prop.tokens.tolist()), tuple(prop.parents.tolist()))
+    return tuple(prop.tokens.tolist())
+
+
+def _draft_group(parent: int, rows: list[Row], prop: Draft | TreeDraft) -> DraftGroup:
+    tree = prop if isinstance(prop, TreeDraft) else None
+    return DraftGroup(parent, rows, prop.tokens, prop.q_draft, tree)
+
+
 def _sample_rows(probs: torch.Tensor, gens: list[torch.Generator], greedy: bool) -> list[int]:
     """One token per row of ``probs`` [r, V], each row with one uniform from its own
     generator (the draw ``sample`` would make), sampled in one vectorised call."""
@@ -508,31 +551,45 @@ class Decoder:
         _sync(self.target.device)
         t_verify = time.perf_counter()
 
-        kmax = max(dg.tokens.numel() for dg in dgs)
-        feeds = [torch.cat([groups[dg.parent].pending, dg.tokens]) for dg in dgs]
-        logits, hidden = self.target.forward(feeds, kmax + 1, self.drafts.wants_hidden)
+        trees = any(dg.tree is not None for dg in dgs)
+        if trees:  # every row verifies a tree (a chain is a tree) in one tree-attention call
+            for dg in dgs:
+                if dg.tree is None:
+                    dg.tree = TreeDraft.chain(Draft(dg.tokens, dg.q_draft))
+            feeds = [torch.cat([groups[dg.parent].pending, dg.tokens]) for dg in dgs]
+            tree_parents = [_feed_parents(groups[dg.parent].pending, dg.tree) for dg in dgs]
+            width = max(f.numel() for f in feeds)
+            logits, hidden = self.target.forward_tree(feeds, tree_parents, self.drafts.wants_hidden)
+        else:
+            kmax = max(dg.tokens.numel() for dg in dgs)
+            feeds = [torch.cat([groups[dg.parent].pending, dg.tokens]) for dg in dgs]
+            width = kmax + 1
+            logits, hidden = self.target.forward(feeds, width, self.drafts.wants_hidden)
         self.calls += 1
         check_target_logits(logits)
         if self.vocab is None:  # a model whose width was not known before its first call
             self.vocab = int(logits.shape[-1])
             for dg in dgs:
-                check_draft(Draft(dg.tokens, dg.q_draft), kmax, self.vocab, self.drafts.name)
-        p_all = logits if self.logits_suffice else logits_to_probs(logits, params)  # [G, k+1, V]
+                check_draft(Draft(dg.tokens, dg.q_draft), width, self.vocab, self.drafts.name)
+        p_all = logits if self.logits_suffice else logits_to_probs(logits, params)  # [G, m, V]
 
-        verdicts = self._verify(dgs, p_all)
+        verdicts = self._verify(dgs, p_all, groups)
         now = time.perf_counter()
         end = now - self.t0
         new_groups: list[Group] = []
         plan: list[tuple[int, int, int, int]] = []
-        index: dict[tuple[int, int, int], int] = {}
+        paths: list[tuple[int, ...]] = []
+        index: dict[tuple, int] = {}
         drafted, accepted = [], []
-        rec: list[tuple[Row, int, int, int]] = []  # (row, draft group, position, token)
+        rec: list[tuple[Row, int, int, int]] = []  # (row, draft group, p row, token)
         for di, (dg, vs) in enumerate(zip(dgs, verdicts, strict=True)):
             group = groups[dg.parent]
             k = dg.tokens.numel()
+            lag = group.pending.numel() - 1  # p rows of a tree step are offset by the pending
             for r, v in zip(dg.rows, vs, strict=True):
-                n = v.num_accepted
-                committed = dg.tokens[:n].tolist() + [v.next_token]
+                path = v.path if trees else tuple(range(v.num_accepted))
+                n = len(path)
+                committed = [int(dg.tokens[i]) for i in path] + [v.next_token]
                 committed, done = _truncate(committed, r.room, self.eos)
                 start_pos = len(r.tokens)
                 r.tokens.extend(committed)
@@ -540,8 +597,9 @@ class Decoder:
                 r.times.extend([end] * len(committed))
                 drafted.append(k)
                 accepted.append(n)
-                if self.record:
-                    rec += [(r, di, j, t) for j, t in enumerate(committed)]
+                if self.record:  # the law each committed token came from
+                    rows_p = [lag] + [lag + 1 + i for i in path] if trees else range(len(committed))
+                    rec += [(r, di, j, t) for j, t in zip(rows_p, committed, strict=False)]
                 r.steps.append(
                     Step(
                         step=len(r.steps),
@@ -555,33 +613,48 @@ class Decoder:
                         end_time=end,
                         positions=(
                             _positions(start_pos, dg, p_all[di], v, committed)
-                            if self.trace and not self.plain
+                            if self.trace and not self.plain and not trees
                             else ()
                         ),
+                        tree=(
+                            _tree_nodes(start_pos, dg, p_all[di, lag:], v)
+                            if self.trace and trees
+                            else ()
+                        ),
+                        path=path if trees else (),
                     )
                 )
                 if done or r.room <= 0:
                     if len(group.rows) == 1:  # a shared drafter hears of its own text only
                         self.drafts.finished(group, r)
                     continue
-                key = (di, n, v.next_token)
+                key = (di, path, v.next_token)
                 if key not in index:
                     index[key] = len(new_groups)
                     ctx = torch.cat([group.context, torch.tensor(committed, dtype=torch.long)])
                     new_groups.append(Group([], ctx, torch.tensor([v.next_token]), group.drafter))
                     plan.append((di, n, k, v.next_token))
+                    paths.append(path)
                 new_groups[index[key]].rows.append(r)
         if rec:
             self._record(rec, p_all)
 
         # roll back: each new group keeps its pending tokens and its accepted drafts
         self.target.select([di for di, _, _, _ in plan])
-        kept = [groups[dgs[di].parent].pending.numel() + n for di, n, _, _ in plan]
-        self.target.keep(kept)
+        pend = [groups[dgs[di].parent].pending.numel() for di, _, _, _ in plan]
+        if trees:
+            cols = [
+                list(range(m)) + [m + i for i in path] for m, path in zip(pend, paths, strict=True)
+            ]
+            self.target.keep_columns(cols)
+        else:
+            cols = [list(range(m + n)) for m, (_, n, _, _) in zip(pend, plan, strict=True)]
+            self.target.keep([m + n for m, (_, n, _, _) in zip(pend, plan, strict=True)])
         if self.drafts.wants_hidden:
             self.drafts.commit_forks(new_groups)
-            for g, (di, _, _, _), m in zip(new_groups, plan, kept, strict=True):
-                g.drafter.observe_target(feeds[di][:m], hidden[di, :m])
+            for g, (di, _, _, _), c in zip(new_groups, plan, cols, strict=True):
+                idx = torch.tensor(c, dtype=torch.long)
+                g.drafter.observe_target(feeds[di][idx], hidden[di, idx.to(hidden.device)])
         self.drafts.commit(new_groups, plan)
         self.groups = new_groups
         _sync(self.target.device)
@@ -593,9 +666,17 @@ class Decoder:
             a_mean = min(a_mean, d_mean - 1)
         self.policy.update(d_mean, max(a_mean, 0), t_verify - t_draft, t_end - t_verify)
 
-    def _verify(self, dgs: list[DraftGroup], p_all: torch.Tensor) -> list[list[Verdict]]:
-        out: list[list[Verdict]] = []
+    def _verify(self, dgs: list[DraftGroup], p_all: torch.Tensor, groups: list[Group]) -> list:
+        out: list[list[Any]] = []
         for di, dg in enumerate(dgs):
+            if dg.tree is not None:
+                verify_tree = self.spec.verify_tree
+                if verify_tree is None:
+                    raise ValueError(f"verifier {self.spec.name!r} checks chains only, not trees")
+                lag = groups[dg.parent].pending.numel() - 1
+                p = p_all[di, lag : lag + dg.tree.size + 1]  # [n+1, V]: the root law, then nodes
+                out.append([verify_tree(dg.tree, p, r.generator) for r in dg.rows])
+                continue
             k = dg.tokens.numel()
             p = p_all[di, : k + 1]  # [k+1, V]
             if k == 0 and len(dg.rows) > 1:  # a plain step: every rule samples p[0]
@@ -621,6 +702,51 @@ class Decoder:
         for (r, *_), px, ab in zip(rec, pxs, aboves, strict=True):
             r.probs.append(px)
             r.above.append(ab)
+
+
+def _feed_parents(pending: torch.Tensor, tree: TreeDraft) -> list[int]:
+    """Parents within the feed [pending..., nodes]: the pending tokens form a chain, the
+    tree hangs under the last of them."""
+    m = pending.numel()
+    head = [-1] + list(range(m - 1))
+    return head + [m - 1 if p < 0 else m + p for p in tree.parents.tolist()]
+
+
+def _tree_nodes(start: int, dg: DraftGroup, p_nodes: torch.Tensor, v: Any) -> tuple[TreeNode, ...]:
+    """The trace rows of a tree step: every node with what the verifier did with it."""
+    tree = dg.tree
+    tokens, parents, depths = tree.tokens.tolist(), tree.parents.tolist(), tree.depths()
+    q = tree.q_draft
+    decided = {d.node: d for d in v.decisions}
+    on_path = set(v.path)
+    kk = min(TOP_K_TRACE, p_nodes.shape[-1])
+    nan = float("nan")
+    rows = []
+    for i, tok in enumerate(tokens):
+        d = decided.get(i)
+        status = "accepted" if i in on_path else "rejected" if d is not None else "unvisited"
+        r_ids: tuple[int, ...] = ()
+        r_probs: tuple[float, ...] = ()
+        if d is not None and d.residual is not None and not d.accepted:
+            top = torch.topk(d.residual, kk)
+            r_ids, r_probs = tuple(top.indices.tolist()), tuple(top.values.tolist())
+        rows.append(
+            TreeNode(
+                node=i,
+                token=tok,
+                parent=parents[i],
+                depth=depths[i],
+                position=start + depths[i] - 1,
+                q_draft=float(q[i, tok]) if q is not None else nan,
+                p_target=float(p_nodes[parents[i] + 1, tok]),
+                accept_prob=d.accept_prob if d is not None else nan,
+                u=d.u if d is not None else nan,
+                status=status,
+                residual_ids=r_ids,
+                residual_probs=r_probs,
+            )
+        )
+    return tuple(rows)
 
 
 def rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float], list[float]]:

@@ -6,13 +6,17 @@ lookup), ``suffix`` (suffix matching), ``heads`` (the EAGLE-style head), ``modes
 draft misbehaves for the bug zoo), ``policies`` (gamma policies).
 """
 
-from .base import Draft, Drafter
+from .base import SAMPLINGS, Draft, Drafter, TreeDraft
 from .lookup import PromptLookupDrafter
 from .model import EarlyExitDrafter, ModelDrafter, as_drafter, early_exit_model
 from .modes import DRAFT_MODES, shifted_ids
+from .trees import TreeDrafter
 
 __all__ = [
     "DRAFT_MODES",
+    "SAMPLINGS",
+    "TreeDraft",
+    "TreeDrafter",
     "Draft",
     "Drafter",
     "EarlyExitDrafter",

@@ -15,6 +15,8 @@ The other hooks have no-op defaults, so the decoding core calls them uncondition
   ``wants_target_hidden = True`` (feature-level, EAGLE-style drafting);
 * ``end(context)`` when the generation finished (the prompt plus every new token);
 * ``fork()`` a copy for a row of a batch whose text will diverge from this one's;
+* ``proposes_trees``: True for a drafter that may return a :class:`TreeDraft` (several
+  candidates per position) instead of a chain;
 * ``deterministic`` (property): True when the proposal is a function of the context alone (no
   random draw), so one proposal serves every row of a batch that shares the context.
 
@@ -35,7 +37,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["Draft", "Drafter"]
+__all__ = ["SAMPLINGS", "Draft", "Drafter", "TreeDraft"]
+
+#: How the siblings of a tree were drawn (the verifier picks its rule from it).
+SAMPLINGS = ("independent", "without_replacement", "deterministic")
 
 
 @dataclass(frozen=True)
@@ -57,18 +62,102 @@ class Draft:
             )
 
 
+@dataclass(frozen=True)
+class TreeDraft:
+    """Several candidates per position: a token tree (a chain is a tree).
+
+    ``tokens[i]`` hangs under ``parents[i]`` (-1: a child of the last committed token; else
+    an earlier node, ``parents[i] < i``). ``q_draft[i]`` ([n, V], or None for deterministic
+    candidates) is the law node ``i``'s sibling group was drawn from at its parent; how the
+    siblings were drawn is ``sampling``:
+
+    * ``"independent"`` -- each child drawn independently from its ``q_draft`` row (SpecInfer);
+    * ``"without_replacement"`` -- children drawn one after another without replacement from
+      the same law (Gumbel-top-k; Jeon et al. 2024, Sequoia): rows of siblings are equal;
+    * ``"deterministic"`` -- candidates chosen without any draw (EAGLE-2's top-k, n-gram
+      branches); ``q_draft`` may be None.
+
+    Siblings are verified in index order.
+    """
+
+    tokens: torch.Tensor  # [n] int64
+    parents: torch.Tensor  # [n] int64, -1 = child of the last committed token
+    q_draft: torch.Tensor | None = None  # [n, V] or None
+    sampling: str = "independent"
+
+    def __post_init__(self) -> None:
+        t, par = self.tokens, self.parents
+        if not isinstance(t, torch.Tensor) or not isinstance(par, torch.Tensor):
+            raise TypeError("TreeDraft.tokens and .parents must be tensors")
+        if t.dim() != 1 or par.shape != t.shape:
+            raise ValueError(
+                f"TreeDraft.tokens [n] and .parents [n] must match, got {tuple(t.shape)} and "
+                f"{tuple(par.shape)}"
+            )
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(
+                f"TreeDraft.sampling must be one of {SAMPLINGS}, got {self.sampling!r}"
+            )
+        n = t.numel()
+        if n:
+            idx = torch.arange(n)
+            if bool(((par < -1) | (par >= idx)).any()):
+                raise ValueError("TreeDraft.parents[i] must be -1 or an earlier node (< i)")
+        if self.q_draft is not None and (self.q_draft.dim() != 2 or self.q_draft.shape[0] != n):
+            raise ValueError(
+                f"TreeDraft.q_draft must be [n, V] with n={n}, got {tuple(self.q_draft.shape)}"
+            )
+
+    @classmethod
+    def chain(cls, draft: Draft) -> TreeDraft:
+        """A chain as a tree: node i under node i - 1."""
+        n = draft.tokens.numel()
+        sampling = "deterministic" if draft.q_draft is None else "independent"
+        return cls(draft.tokens, torch.arange(n) - 1, draft.q_draft, sampling)
+
+    @property
+    def size(self) -> int:
+        return int(self.tokens.numel())
+
+    def children(self) -> dict[int, list[int]]:
+        """parent (-1 = root) -> its children, in verification order."""
+        out: dict[int, list[int]] = {}
+        for i, p in enumerate(self.parents.tolist()):
+            out.setdefault(int(p), []).append(i)
+        return out
+
+    def depths(self) -> list[int]:
+        """Depth of every node (1 for the root's children)."""
+        d: list[int] = []
+        for p in self.parents.tolist():
+            d.append(1 if p < 0 else d[p] + 1)
+        return d
+
+    def path_to(self, node: int) -> list[int]:
+        """Nodes from the root's child down to ``node``."""
+        path, par = [], self.parents.tolist()
+        while node >= 0:
+            path.append(node)
+            node = par[node]
+        return path[::-1]
+
+
 class Drafter:
     """The drafter contract: override :meth:`propose`; the hooks are no-ops by default."""
 
     name: str = "drafter"
     wants_target_hidden: bool = False
+    proposes_trees: bool = False  # may return a TreeDraft (verified on the masked cache)
     vocab_size: int | None = None
 
     def start(self, prompt: torch.Tensor, params: Any) -> None:
         """A new generation starts (``params``: its :class:`~specviz.SamplingParams`)."""
 
-    def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
-        """Up to ``k`` tokens that may follow ``context`` ([T] ids on the CPU)."""
+    def propose(
+        self, context: torch.Tensor, k: int, generator: torch.Generator
+    ) -> Draft | TreeDraft:
+        """Up to ``k`` tokens that may follow ``context`` ([T] ids on the CPU): a chain
+        (:class:`Draft`) or a tree of depth at most ``k`` (:class:`TreeDraft`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement propose()")
 
     def feedback(self, num_accepted: int) -> None:
@@ -103,6 +192,7 @@ class ForeignDrafter(Drafter):
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
         self.wants_target_hidden = bool(getattr(inner, "wants_target_hidden", False))
+        self.proposes_trees = bool(getattr(inner, "proposes_trees", False))
         vocab = getattr(inner, "vocab_size", None)
         self.vocab_size = vocab if isinstance(vocab, int) else None
         noop = lambda *a: None  # noqa: E731

@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core.sampling import SamplingParams, logits_to_probs, sample
-from .base import Draft, Drafter
+from .base import Draft, Drafter, TreeDraft
 from .model import as_drafter
+from .trees import TreeDrafter, grow_dynamic, grow_static
 
 __all__ = [
     "HeadConfig",
@@ -276,8 +278,24 @@ class HeadDrafter(Drafter):
         lookup: Any = None,
         min_confidence: float = 0.0,
         name: str = "eagle_head",
+        tree: Sequence[int] | None = None,
+        tree_sampling: str = "independent",
+        dynamic: bool = False,
+        budget: int | None = None,
+        width: int = 4,
+        max_depth: int = 6,
     ) -> None:
         self.min_confidence = min_confidence
+        if tree is not None:
+            checker = TreeDrafter(None, tree, tree_sampling, dynamic=dynamic, budget=budget,
+                                  width=width, max_depth=max_depth, validate_only=True)  # fmt: skip
+            self.tree = checker.branching
+        else:
+            self.tree = None
+        self.tree_sampling = tree_sampling
+        self.dynamic, self.budget, self.width = dynamic, budget, width
+        self.max_depth = max_depth if dynamic else (len(tree) if tree is not None else 0)
+        self.proposes_trees = tree is not None
         self.device = lm_head_weight.device
         self.head = head.to(self.device).eval()
         self.lookup = None if lookup is None else as_drafter(lookup)
@@ -288,6 +306,9 @@ class HeadDrafter(Drafter):
         self.lm_head_weight = w = lm_head_weight.detach()  # [V, H], shared with the target
         self._w = w[vocab_ids].contiguous() if vocab_ids is not None else w  # [V', H]
         self.name = name if lookup is None else f"{name}+{getattr(lookup, 'name', 'lookup')}"
+        if tree is not None:
+            shape = f"dynamic(n={budget},k={tree[0]})" if dynamic else "x".join(map(str, tree))
+            self.name += f"+tree[{shape},{tree_sampling}]"
         self.params = SamplingParams()
         self.reset()
 
@@ -299,8 +320,11 @@ class HeadDrafter(Drafter):
         *,
         lookup: Any = None,
         min_confidence: float = 0.0,
+        **tree: Any,
     ) -> HeadDrafter:
-        """The head at ``path`` (default: the shipped SmolLM2-135M head) on ``target``."""
+        """The head at ``path`` (default: the shipped SmolLM2-135M head) on ``target``;
+        ``tree=(k1, k2, ...)`` (and ``tree_sampling``, ``dynamic``, ``budget``) makes it
+        propose token trees (see :class:`~specviz.drafting.trees.TreeDrafter`)."""
         head, vocab, meta = load_head(path or default_head_path())
         H = target.config.hidden_size
         if head.cfg.hidden_size != H:
@@ -316,7 +340,7 @@ class HeadDrafter(Drafter):
         emb = target.get_input_embeddings()
         drafter = cls(
             head, emb, decoder.norm, lm, vocab, lookup=lookup, min_confidence=min_confidence,
-            name=name,
+            name=name, **tree,
         )  # fmt: skip
         drafter.cache_tag = head_fingerprint(path)  # keys cached grid cells to these weights
         return drafter
@@ -348,6 +372,8 @@ class HeadDrafter(Drafter):
 
     @property
     def deterministic(self) -> bool:
+        if self.tree is not None and self.tree_sampling == "deterministic":
+            return self.lookup is None or self.lookup.deterministic
         return self.params.is_greedy and (self.lookup is None or self.lookup.deterministic)
 
     def fork(self) -> HeadDrafter:
@@ -380,7 +406,9 @@ class HeadDrafter(Drafter):
         if self.lookup is not None:
             copied = self.lookup.propose(context, k, generator)
             if copied.tokens.numel():
-                return Draft(copied.tokens, None)
+                return copied if isinstance(copied, TreeDraft) else Draft(copied.tokens, None)
+        if self.tree is not None:
+            return self._propose_tree(out, k, generator)
         tokens, qs = [], []
         for i in range(k):
             feat = self.final_norm(out[-1])  # [H] predicted feature of the next token
@@ -393,6 +421,50 @@ class HeadDrafter(Drafter):
                 out = self._feed(feat[None], torch.tensor([tok]))
         ids = torch.tensor(tokens, dtype=torch.long)  # the engine wants draft tokens on the CPU
         return Draft(ids, None if self.params.is_greedy or not qs else torch.stack(qs))
+
+    def _law(self, feat: torch.Tensor) -> torch.Tensor:
+        """[V] the law the head's candidates for the next token are drawn from (zero off the
+        draft vocabulary); greedy decoding ranks them by the plain softmax."""
+        logits = self._w @ feat  # [V']
+        probs = torch.softmax(logits.float(), -1) if self.params.is_greedy else logits_to_probs(
+            logits, self.params)  # fmt: skip
+        if self.vocab_ids is None:
+            return probs
+        q = torch.zeros(self.vocab_size, dtype=probs.dtype, device=probs.device)
+        return q.index_copy_(0, self.vocab_ids.to(probs.device), probs)
+
+    def _propose_tree(self, out: torch.Tensor, k: int, generator: torch.Generator) -> TreeDraft:
+        """A token tree from the head: each node's head state (cache and output) is kept, so
+        a child costs one head slot fed from its parent's state (the cache tensors are never
+        written in place)."""
+        sampling = "deterministic" if self.params.is_greedy else self.tree_sampling
+        root = (self._k, self._v, self.final_norm(out[-1]))  # [H] predicted next feature
+        states = {-1: root}
+
+        def expand(tokens, parents, nodes):
+            laws = []
+            for node in nodes:
+                k_, v_, feat = states[parents[node]]
+                self._k, self._v = k_, v_
+                child = self._feed(feat[None], torch.tensor([tokens[node]]))
+                states[node] = (self._k, self._v, self.final_norm(child[-1]))
+                laws.append(self._law(states[node][2]))
+            return laws
+
+        depth_cap = min(k, self.max_depth)
+        empty = torch.empty(0, dtype=torch.long)
+        if depth_cap <= 0:
+            return TreeDraft(empty, empty, None, sampling)
+        if self.dynamic:
+            toks, pars, laws = grow_dynamic(self._law(root[2]), expand, self.tree[0], self.budget,
+                                            self.width, depth_cap, sampling, generator)  # fmt: skip
+        else:
+            toks, pars, laws = grow_static(self._law(root[2]), expand, self.tree[:depth_cap],
+                                           sampling, generator)  # fmt: skip
+        self._k, self._v = root[0], root[1]  # the head cache holds the true slots again
+        q = torch.stack(laws).cpu() if laws and not self.params.is_greedy else None
+        t = torch.tensor(toks, dtype=torch.long)
+        return TreeDraft(t, torch.tensor(pars, dtype=torch.long), q, sampling)
 
     def _confident(self, feat: torch.Tensor) -> bool:
         return float(torch.softmax(self._w @ feat, dim=-1).max()) >= self.min_confidence

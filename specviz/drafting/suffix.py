@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.sampling import SamplingParams
-from .base import Draft, Drafter
+from .base import Draft, Drafter, TreeDraft
 
 __all__ = ["SuffixDrafter", "SuffixTrie", "SuffixStats"]
 
@@ -210,11 +210,18 @@ class SuffixDrafter(Drafter):
         max_nodes: int = 400_000,
         sample: bool = False,
         vocab_size: int | None = None,
+        branches: int = 1,
     ) -> None:
         if min_match < 1 or min_match >= max_depth:
             raise ValueError(f"need 1 <= min_match < max_depth, got {min_match}, {max_depth}")
         if sample and vocab_size is None:
             raise ValueError("sample=True needs vocab_size (q rows are [V] over the target vocab)")
+        if isinstance(branches, bool) or not isinstance(branches, int) or branches < 1:
+            raise ValueError(f"branches must be an integer >= 1, got {branches!r}")
+        if branches > 1 and sample:
+            raise ValueError("branches > 1 builds deterministic trees; use sample=False")
+        self.branches = branches
+        self.proposes_trees = branches > 1
         self.trie = SuffixTrie(max_depth, max_nodes)
         self.min_match = min_match
         self.max_match = max_match
@@ -223,7 +230,9 @@ class SuffixDrafter(Drafter):
         self.vocab_size = vocab_size
         self.params = SamplingParams()
         self._live: _Doc | None = None
-        self.name = f"suffix(D={max_depth},m>={min_match}{',q' if sample else ''})"
+        self.name = f"suffix(D={max_depth},m>={min_match}{',q' if sample else ''})" + (
+            f"+{branches} branches" if branches > 1 else ""
+        )
 
     # -- session memory --------------------------------------------------------------------
     def start(self, prompt: torch.Tensor, params: SamplingParams) -> None:
@@ -252,8 +261,12 @@ class SuffixDrafter(Drafter):
         return ctx
 
     # -- drafting --------------------------------------------------------------------------
-    def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
+    def propose(
+        self, context: torch.Tensor, k: int, generator: torch.Generator
+    ) -> Draft | TreeDraft:
         ctx = self._sync(context)
+        if self.branches > 1:
+            return self._tree(ctx, k)
         use_q = self.sample and not self.params.is_greedy
         tail = ctx[-self.trie.max_depth :]
         tokens: list[int] = []
@@ -273,6 +286,34 @@ class SuffixDrafter(Drafter):
                 qs.append(q)
         ids = torch.tensor(tokens, dtype=torch.long)
         return Draft(ids, torch.stack(qs) if use_q and tokens else None)
+
+    def _tree(self, ctx: list[int], k: int) -> TreeDraft:
+        """The ``branches`` most frequent continuations of the longest matching suffix, each
+        followed further by its most frequent continuation: a deterministic token tree."""
+        tokens: list[int] = []
+        parents: list[int] = []
+        node = self._match(ctx[-self.trie.max_depth :], k) if k > 0 else None
+        if node is not None:
+            kids = sorted(
+                self._candidates(node).items(), key=lambda kv: (-kv[1].count, -kv[1].last)
+            )
+            for tok, child in kids[: self.branches]:
+                tokens.append(tok)
+                parents.append(-1)
+                seq, cur = [tok], child
+                while len(seq) < k:
+                    nxt = self._pick(cur, None, False) if cur.children else None
+                    if nxt is None:
+                        cur = self._match(ctx[-self.trie.max_depth :] + seq, k - len(seq))
+                        nxt = None if cur is None else self._pick(cur, None, False)
+                        if nxt is None:
+                            break
+                    t, cur, _ = nxt
+                    tokens.append(t)
+                    parents.append(len(tokens) - 2)
+                    seq.append(t)
+        return TreeDraft(torch.tensor(tokens, dtype=torch.long),
+                         torch.tensor(parents, dtype=torch.long), None, "deterministic")  # fmt: skip
 
     def _match(self, seq: list[int], room: int) -> _Node | None:
         cap = self.trie.max_depth - room  # leave depth for the continuation

@@ -21,6 +21,7 @@ from ..decoding.serial import GenerationResult, speculative_generate
 from ..drafting.lookup import PromptLookupDrafter
 from ..drafting.model import EarlyExitDrafter
 from ..fixtures.toy import ToyLM, exact_continuation_law
+from ..perf.theory import expected_tokens_per_call
 from ..views.explorers import _one_thread
 
 __all__ = [
@@ -86,7 +87,7 @@ class ToySimulation:
 
     @property
     def theory(self) -> float:
-        return float(viz.expected_tokens_per_call(self.alpha, self.gamma))
+        return float(expected_tokens_per_call(self.alpha, self.gamma))
 
     def point(self, label: str = "simulated") -> viz.SimPoint:
         return viz.SimPoint(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.sampling import sample
+from .trees import verify_tree_greedy, verify_tree_lossless
 
 __all__ = [
     "PREFIXES",
@@ -124,6 +125,10 @@ class VerifierSpec:
     lossless: bool
     description: str
     draft_mode: str = "exact"  # how a model drafter must misbehave to reproduce the bug
+    # Token trees: the rule for a TreeDraft (None: this rule verifies chains only), and the
+    # way a tree drafter must draw siblings to reproduce the bug (None: any).
+    verify_tree: Callable | None = None
+    tree_sampling: str | None = None
 
 
 #: Every rule by name: the two lossless ones here, the bug zoo's broken ones registered by
@@ -131,8 +136,20 @@ class VerifierSpec:
 VERIFIERS: dict[str, VerifierSpec] = {
     s.name: s
     for s in [
-        VerifierSpec("lossless", verify_lossless, True, "min(1, p/q), residual, bonus"),
-        VerifierSpec("greedy", verify_greedy, True, "greedy matching (do_sample=False)"),
+        VerifierSpec(
+            "lossless",
+            verify_lossless,
+            True,
+            "min(1, p/q), residual, bonus; trees: the rule of their sampling",
+            verify_tree=verify_tree_lossless,
+        ),
+        VerifierSpec(
+            "greedy",
+            verify_greedy,
+            True,
+            "greedy matching (do_sample=False)",
+            verify_tree=verify_tree_greedy,
+        ),
     ]
 }
 

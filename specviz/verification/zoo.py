@@ -36,6 +36,17 @@ from .base import (
     _gathered,
     _lossless_core,
 )
+from .trees import (
+    LOSSLESS_TREE_RULES,
+    SiblingRule,
+    SiblingState,
+    _norm,
+    _remove,
+    _start_p,
+    chain_verifier,
+    first_token_law_tree,
+    tree_walk,
+)
 
 __all__ = ["ZooEffect", "first_token_law", "stated_setting", "zoo_effects"]
 
@@ -163,6 +174,104 @@ for _spec in _BROKEN:
     VERIFIERS[_spec.name] = _spec
 
 
+# -- the broken tree rules ------------------------------------------------------------------
+# Each is a SiblingRule (acceptance given the siblings before, the law after a rejection), so
+# the sampler and the exact first-token law below run the same code.
+
+#: SGLang's TreeSpeculativeSamplingTargetOnly thresholds as shipped in the zoo member (lossless
+#: only at 1.0 / 1.0).
+SGLANG_THRESHOLD_ACC = 0.5
+SGLANG_THRESHOLD_SINGLE = 1.0
+
+
+def _sglang_rule(threshold_acc: float, threshold_single: float) -> SiblingRule:
+    """One coin per level; accept x_i if coin <= prob_acc / threshold_acc (prob_acc: target
+    mass of x_1..x_i) or p(x_i) >= threshold_single; final token from the target law without
+    the tried candidates (relu(target - draft) with one-hot drafts)."""
+
+    def start(p, qs):
+        return SiblingState(p, extra={"p0": p, "acc": 0.0, "c": 0.0})
+
+    def step(s, i, x, qs):
+        p0, c_prev = s.extra["p0"], s.extra["c"]
+        acc = s.extra["acc"] + float(p0[x])
+        c = min(1.0, acc / threshold_acc)
+        if float(p0[x]) >= threshold_single or c_prev >= 1.0:
+            a = 1.0
+        else:
+            a = (c - c_prev) / (1.0 - c_prev)
+        return a, SiblingState(_remove(s.p, x), extra={"p0": p0, "acc": acc, "c": c})
+
+    return SiblingRule(f"sglang({threshold_acc},{threshold_single})", start, step, one_coin=True)
+
+
+def _stale_step(s, i, x, qs):
+    """SpecInfer's test with p never updated after a rejected sibling."""
+    p0 = s.extra.get("p0", s.p)
+    q = qs[i]
+    a = min(1.0, float(p0[x]) / max(float(q[x]), 1e-30))
+    return a, SiblingState(_norm(torch.clamp(p0 - q, min=0.0), p0), extra={"p0": p0})
+
+
+def _unrenormalized_step(s, i, x, qs):
+    """Without-replacement siblings tested against the original q (not q_i)."""
+    q0 = s.extra.get("q0", qs[0])
+    a = min(1.0, float(s.p[x]) / max(float(q0[x]), 1e-30))
+    rejected = SiblingState(
+        _norm(torch.clamp(s.p - s.q, min=0.0), s.p), _remove(s.q, x), {"q0": q0}
+    )
+    return a, rejected
+
+
+TREE_ZOO = {
+    "tree_threshold": (
+        _sglang_rule(SGLANG_THRESHOLD_ACC, SGLANG_THRESHOLD_SINGLE),
+        "deterministic",
+        f"SGLang's tree kernel: one coin per level, accept if coin <= prob_acc / "
+        f"{SGLANG_THRESHOLD_ACC} or p >= {SGLANG_THRESHOLD_SINGLE} (lossless only at thresholds 1)",
+    ),
+    "tree_stale_residual": (
+        SiblingRule("stale_residual", _start_p, _stale_step),
+        "independent",
+        "independent drafts; p not updated after a rejected sibling",
+    ),
+    "tree_unrenormalized_q": (
+        SiblingRule(
+            "unrenormalized_q",
+            lambda p, qs: SiblingState(p, qs[0].clone(), {"q0": qs[0]}),
+            _unrenormalized_step,
+        ),  # fmt: skip
+        "without_replacement",
+        "without-replacement siblings verified against the original q, not q_i",
+    ),
+    "tree_independent_rule_on_dependent_drafts": (
+        LOSSLESS_TREE_RULES["independent"],
+        "without_replacement",
+        "the independent-draft rule applied to drafts drawn without replacement",
+    ),
+    "tree_ratio_on_deterministic": (
+        LOSSLESS_TREE_RULES["independent"],
+        "deterministic",
+        "the p/q ratio used for top-k candidates (treating them as sampled; EAGLE #93-style)",
+    ),
+}
+
+
+def _tree_spec(name: str, rule: SiblingRule, sampling: str, description: str) -> VerifierSpec:
+    def verify_tree(tree, p_nodes, generator):
+        return tree_walk(tree, p_nodes, generator, rule)
+
+    verify_tree.__name__ = f"verify_{name}"
+    return VerifierSpec(
+        name, chain_verifier(verify_tree), False, description,
+        verify_tree=verify_tree, tree_sampling=sampling,
+    )  # fmt: skip
+
+
+for _name, (_rule, _sampling, _desc) in TREE_ZOO.items():
+    VERIFIERS[_name] = _tree_spec(_name, _rule, _sampling, _desc)
+
+
 # -- their exact first-token laws -------------------------------------------------------
 
 # Verifiers whose acceptance is min(1, p/q) with the (possibly wrong) reported q and whose
@@ -273,7 +382,7 @@ def zoo_effects(
 
     from ..stats import sample_size_for_laws, tv_distance
 
-    names = verifiers or [v for v in VERIFIERS if v != "greedy"]
+    names = verifiers or [v for v in VERIFIERS if v != "greedy" and v not in TREE_ZOO]
     p = first_token_law("lossless", target_logits, draft_logits, params)
     rows = []
     for name in names:
@@ -308,6 +417,71 @@ def stated_setting() -> tuple[Any, Any, tuple[int, ...], SamplingParams]:
     return target, draft, (1,), SamplingParams(True, 0.6, 6, 0.95)
 
 
+def tree_zoo_effects(
+    target_logits: torch.Tensor,
+    draft_logits: torch.Tensor,
+    params: SamplingParams,
+    *,
+    children: int = 3,
+    alpha: float = 0.01,
+    power: float = 0.9,
+) -> Any:
+    """Like :func:`zoo_effects` for the tree rules: the root has ``children`` candidates drawn
+    from the draft's processed law the way each rule's drafter draws them (its
+    ``tree_sampling``); the lossless rows apply the right rule to each sampling. Exact by
+    enumeration of the sibling draws (:func:`~specviz.verification.trees.first_token_law_tree`),
+    the same rule functions the sampler runs."""
+    import pandas as pd
+
+    from ..stats import sample_size_for_laws, tv_distance
+
+    p = logits_to_probs(target_logits.float(), params).double()
+    q = logits_to_probs(draft_logits.float(), params).double()
+    rows = []
+    cases = [(f"lossless[{s}]", LOSSLESS_TREE_RULES[s], s, True, "the lossless rule for " + s)
+             for s in LOSSLESS_TREE_RULES]  # fmt: skip
+    cases += [(n, r, s, False, d) for n, (r, s, d) in TREE_ZOO.items()]
+    for name, rule, sampling, lossless, desc in cases:
+        law = first_token_law_tree(rule, p, q, children, sampling)
+        tv = float(tv_distance(p.numpy(), law.numpy()))
+        if tv < 1e-7:  # float32 laws: anything smaller is rounding
+            n1 = n2 = math.inf
+            tv = 0.0
+        else:
+            pn, ln = p.numpy(), (law / law.sum()).numpy()
+            n1 = sample_size_for_laws(pn, ln, alpha=alpha, power=power)
+            n2 = sample_size_for_laws(pn, ln, alpha=alpha, power=power, two_sample=True)
+        rows.append(dict(verifier=name, sampling=sampling, lossless=lossless, tv=tv,
+                         n_one_sample=n1, n_two_sample=n2, mistake=desc))  # fmt: skip
+    return pd.DataFrame(rows).set_index("verifier")
+
+
+def stated_tree_setting() -> tuple[Any, Any, tuple[int, ...], SamplingParams]:
+    """The toy on which specviz states the tree rules' effects: an 8-token context-free toy at
+    temperature 1 without top-k / top-p (so a root can have three distinct sampled children),
+    the draft the target plus unit logit noise (``toy_pair(8, 1, noise=1.0, seed=3)``)."""
+    from ..fixtures.toy import toy_pair
+
+    target, draft = toy_pair(8, 1, noise=1.0, seed=3)
+    return target, draft, (1,), SamplingParams(True, 1.0)
+
+
+def markdown_table_trees(alpha: float = 0.01, power: float = 0.9, children: int = 3) -> str:
+    """The stated tree table (docs/bug_zoo.md), on :func:`stated_tree_setting`, 3 children."""
+    target, draft, context, params = stated_tree_setting()
+    table = tree_zoo_effects(target.next_logits(context), draft.next_logits(context), params,
+                             children=children, alpha=alpha, power=power)  # fmt: skip
+    lines = [
+        "| verifier | siblings drawn | first-token TV | n one-sample | n per arm, two-sample | mistake |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for name, row in table.iterrows():
+        n1 = "-" if math.isinf(row.n_one_sample) else f"{int(row.n_one_sample):,}"
+        n2 = "-" if math.isinf(row.n_two_sample) else f"{int(row.n_two_sample):,}"
+        lines.append(f"| `{name}` | {row.sampling} | {row.tv:.4f} | {n1} | {n2} | {row.mistake} |")
+    return "\n".join(lines)
+
+
 def markdown_table(alpha: float = 0.01, power: float = 0.9) -> str:
     """The stated table (docs/bug_zoo.md): ``python -m specviz.zoo`` prints it."""
     target, draft, context, params = stated_setting()
@@ -327,3 +501,5 @@ def markdown_table(alpha: float = 0.01, power: float = 0.9) -> str:
 
 if __name__ == "__main__":
     print(markdown_table())
+    print()
+    print(markdown_table_trees())

@@ -190,7 +190,7 @@ def test_display_bundle_has_widget_and_static_snapshot(trace):
 
 PAIR = sv.toy_pair(5, 2, noise=1.0, seed=0)
 PARAMS = sv.SamplingParams(True, 0.7, None, 0.9)
-SAMPLED = [v for v in sv.VERIFIERS if v != "greedy"]
+SAMPLED = [v for v in sv.VERIFIERS if v != "greedy" and sv.VERIFIERS[v].tree_sampling is None]
 
 
 def first_tokens(verifier: str, n: int, seed: int) -> np.ndarray:

@@ -61,6 +61,8 @@ class DraftPosition:
     top_q_probs: tuple[float, ...] = ()
     residual_ids: tuple[int, ...] = ()  # top-k of norm(max(0, p - q)) at a rejection
     residual_probs: tuple[float, ...] = ()
+    source_id: int = -1  # cross-vocabulary drafting: the draft-side id of the drafted token
+    source_piece: str = ""  # ... and its draft-side string
 
 
 @dataclass(frozen=True)

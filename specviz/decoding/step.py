@@ -89,6 +89,7 @@ class DraftGroup:
     tokens: torch.Tensor  # [k] (a tree's nodes)
     q_draft: torch.Tensor | None  # [k, V] or None (point masses)
     tree: TreeDraft | None = None  # set when the drafter proposed a tree
+    source: Draft | None = None  # the chain draft itself (its draft-side ids and strings)
 
 
 # ------------------------------------------------------------------------------ targets
@@ -451,7 +452,7 @@ def _draft_key(prop: Draft | TreeDraft) -> tuple:
 
 def _draft_group(parent: int, rows: list[Row], prop: Draft | TreeDraft) -> DraftGroup:
     tree = prop if isinstance(prop, TreeDraft) else None
-    return DraftGroup(parent, rows, prop.tokens, prop.q_draft, tree)
+    return DraftGroup(parent, rows, prop.tokens, prop.q_draft, tree, None if tree else prop)
 
 
 def _sample_rows(probs: torch.Tensor, gens: list[torch.Generator], greedy: bool) -> list[int]:
@@ -778,6 +779,18 @@ def _truncate(tokens: list[int], room: int, eos: frozenset[int]) -> tuple[list[i
     return tokens, False
 
 
+def _source(draft: Draft | None, i: int) -> dict[str, Any]:
+    """The draft-side id and string of drafted token ``i`` (cross-vocabulary drafters)."""
+    if draft is None:
+        return {}
+    out: dict[str, Any] = {}
+    if draft.source_ids is not None:
+        out["source_id"] = int(draft.source_ids[i])
+    if draft.source_pieces is not None:
+        out["source_piece"] = str(draft.source_pieces[i])
+    return out
+
+
 def _positions(
     start: int,
     dg: DraftGroup,
@@ -834,6 +847,7 @@ def _positions(
                 top_q_probs=tuple(h["tq_v"][i]) if "tq_v" in h else (),
                 residual_ids=tuple(h["r_i"]) if rej and "r_i" in h else (),
                 residual_probs=tuple(h["r_v"]) if rej and "r_v" in h else (),
+                **_source(dg.source, i),
             )
         )
     if n == k:

@@ -45,8 +45,12 @@ SAMPLINGS = ("independent", "without_replacement", "deterministic")
 
 @dataclass(frozen=True)
 class Draft:
-    tokens: torch.Tensor  # [k] int64
+    tokens: torch.Tensor  # [k] int64, target ids
     q_draft: torch.Tensor | None = None  # [k, V] float32, or None for point-mass proposals
+    # A drafter with its own tokenizer (cross-vocabulary drafting) may say what each target
+    # token was on its side: the draft's id and string (recorded in the trace).
+    source_ids: tuple[int, ...] | None = None
+    source_pieces: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tokens, torch.Tensor):
@@ -60,6 +64,10 @@ class Draft:
                 f"Draft.q_draft must be [k, V] with k={self.tokens.shape[0]}, "
                 f"got {tuple(self.q_draft.shape)}"
             )
+        for name in ("source_ids", "source_pieces"):
+            v = getattr(self, name)
+            if v is not None and len(v) != self.tokens.shape[0]:
+                raise ValueError(f"Draft.{name} must have one entry per token, got {len(v)}")
 
 
 @dataclass(frozen=True)

@@ -185,9 +185,9 @@ class SuffixDrafter(Drafter):
 
     The memory persists across :func:`~specviz.speculative_generate` calls on the same object:
     ``start()`` opens a new document with the prompt, ``propose()`` appends the tokens committed
-    since its last call (read off the context), and ``end()`` -- called by
-    :func:`specviz.analysis.run_grid`; the engine has no end-of-generation hook -- adds the
-    final tokens. Use one object per session; make a new one to forget.
+    since its last call (read off the context), and ``end()`` -- called by the engine when a
+    generation finishes -- adds the final tokens. Use one object per session; make a new one
+    to forget.
 
     Args:
         max_depth: trie depth D; a match plus its continuation spans at most D tokens.
@@ -240,8 +240,13 @@ class SuffixDrafter(Drafter):
         self._live = self.trie.new_document(prompt.tolist())
 
     def end(self, context: Sequence[int] | torch.Tensor) -> None:
-        """Store the rest of the finished generation (``context`` = prompt + new tokens)."""
-        self._sync(context)
+        """Store the rest of the finished generation (``context`` = prompt + new tokens).
+        The engine calls it when a generation ends; a second call with the same text (code
+        written when the engine had no end hook) changes nothing."""
+        ctx = context.tolist() if isinstance(context, torch.Tensor) else list(context)
+        if self._live is None and self.trie.docs and self.trie.docs[-1].tokens == ctx:
+            return
+        self._sync(ctx)
         self._live = None
 
     def remember(self, tokens: Sequence[int] | torch.Tensor) -> None:

@@ -45,7 +45,9 @@ __all__ = [
     "NodeDecision",
     "SiblingRule",
     "TreeVerdict",
+    "SiblingWalk",
     "first_token_law_tree",
+    "sibling_walk",
     "tree_walk",
     "verify_tree_greedy",
     "verify_tree_lossless",
@@ -293,3 +295,30 @@ def first_token_law_tree(
             state = rejected
         law += prob * reach * state.p
     return law
+
+
+@dataclass(frozen=True)
+class SiblingWalk:
+    """A rule walked through one sibling group with every candidate rejected: the laws it
+    tests them against, one after another (``laws[0]`` = p, ``laws[i]`` the law after the
+    i-th rejection; the last is the law the corrected token would come from)."""
+
+    tokens: tuple[int, ...]
+    accept_probs: tuple[float, ...]
+    laws: tuple[torch.Tensor, ...]
+    draft_laws: tuple[torch.Tensor | None, ...]  # the q each candidate is tested against
+
+
+def sibling_walk(rule: SiblingRule, p: torch.Tensor, q: torch.Tensor | None, tokens) -> SiblingWalk:
+    """p -> norm(max(0, p - q_1)) -> ...: what the rule does to the target law as the
+    candidates ``tokens`` are rejected one by one (for figures and teaching)."""
+    toks = [int(t) for t in tokens]
+    qs = None if q is None else [q] * len(toks)
+    state = rule.start(p, qs)
+    accepts, laws, draft = [], [state.p], []
+    for i, x in enumerate(toks):
+        draft.append(state.q if state.q is not None else (None if qs is None else qs[i]))
+        a, state = rule.step(state, i, x, qs)
+        accepts.append(a)
+        laws.append(state.p)
+    return SiblingWalk(tuple(toks), tuple(accepts), tuple(laws), tuple(draft))

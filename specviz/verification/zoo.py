@@ -311,6 +311,11 @@ def first_token_law(
     """
     if params.is_greedy:
         raise ValueError("first_token_law is for sampling (do_sample=True)")
+    if verifier in TREE_ZOO:
+        raise ValueError(
+            f"{verifier!r} is a tree rule: its first-token law depends on how many siblings are "
+            "drawn and how; use tree_zoo_effects or specviz.verification.trees.first_token_law_tree"
+        )
     if verifier not in VERIFIERS:
         raise ValueError(f"unknown verifier {verifier!r}; choose from {sorted(VERIFIERS)}")
     p = logits_to_probs(target_logits.float(), params).double().numpy()

@@ -36,8 +36,12 @@ from .trace import (
     token_slots,
     token_strip_figure,
 )
+from .trees import STATUS_COLORS, recursive_residual_figure, tree_figure
 
 __all__ = [
+    "STATUS_COLORS",
+    "recursive_residual_figure",
+    "tree_figure",
     "KIND_COLORS",
     "P_COLOR",
     "Q_COLOR",

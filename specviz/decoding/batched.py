@@ -35,10 +35,13 @@ from ..core.trace import Trace
 from ..drafting.model import ModelDrafter, as_drafter
 from ..drafting.policies import ConstantGamma, as_policy
 from ..verification.base import get_verifier
+from .drafts import DrafterGroups, DraftSource, ModelGroups
 from .inputs import check_count, check_positions, check_vocab, eos_set, prompt_list, row_generators
 from .results import BatchResult
 from .serial import policy_drafter
-from .step import BatchTarget, Decoder, DrafterGroups, DraftSource, ModelGroups, Row, SingleTarget
+from .state import Row
+from .step import Decoder
+from .targets import BatchTarget, SingleTarget
 
 __all__ = ["BatchResult", "autoregressive_generate_batch", "speculative_generate_batch"]
 

@@ -30,9 +30,13 @@ from ..drafting.base import Drafter
 from ..drafting.model import as_drafter
 from ..drafting.policies import ConfidenceStopDrafter, ConstantGamma, GammaPolicy, as_policy
 from ..verification.base import get_verifier
+from .drafts import DrafterGroups, DraftSource
 from .inputs import check_count, check_positions, check_vocab, eos_set, generator, prompt_tensor
+from .records import TOP_K_TRACE
 from .results import GenerationResult
-from .step import TOP_K_TRACE, BatchTarget, Decoder, DrafterGroups, DraftSource, Row, SingleTarget
+from .state import Row
+from .step import Decoder
+from .targets import BatchTarget, SingleTarget
 
 __all__ = ["TOP_K_TRACE", "GenerationResult", "autoregressive_generate", "speculative_generate"]
 

@@ -200,3 +200,17 @@ def test_canonical_logprobs_give_equal_outcomes_equal_values_and_report_the_drif
     assert "up to 3e-07 nats between configurations" in str(num)
     with pytest.raises(ValueError, match="log-probabilities for"):
         canonical_logprobs(a, b, la[:2], lb)
+
+
+def test_an_underpowered_check_is_inconclusive_not_a_pass():
+    """Issue 19: 40 samples per arm cannot see a small TV; the summary says so."""
+    small = consistency_check(TARGET, DRAFT, [[0]], n_samples=40, max_new_tokens=2, seed=0,
+                              n_boot=20, progress=False, tv_threshold=0.05)  # fmt: skip
+    assert small.verdict == "consistent" and small.outcome == "inconclusive"
+    assert small.summary().startswith("verdict: inconclusive (no test rejected")
+    big = consistency_check(TARGET, DRAFT, [[0]], n_samples=4000, max_new_tokens=2, seed=0,
+                            n_boot=20, progress=False, tv_threshold=0.05, batch_size=2000)  # fmt: skip
+    assert big.outcome == "consistent", big.summary()
+    bad = consistency_check(TARGET, DRAFT, [[0]], n_samples=40, max_new_tokens=2, seed=0,
+                            n_boot=20, progress=False, verifier="always_accept")  # fmt: skip
+    assert bad.outcome in ("inconsistent", "inconclusive")  # never "consistent" at 40

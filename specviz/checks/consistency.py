@@ -39,7 +39,7 @@ from ..decoding.batched import (
     autoregressive_generate_batch,
     speculative_generate_batch,
 )
-from ..decoding.inputs import check_count
+from ..decoding.inputs import check_count, check_probability
 from ..verification.base import get_verifier
 from .report import check_settings, power_statement, prompt_ids, result_row
 from .report import verdict as report_verdict
@@ -62,6 +62,18 @@ class ConsistencyReport:
     seconds: float
     verifier: str
     numerics: tuple[LogprobNumerics, ...] = ()  # per prompt: logprob drift between the arms
+    tv_threshold: float = 0.1  # the first-token TV the check should be able to see
+
+    @property
+    def outcome(self) -> str:
+        """``verdict`` with its power: "inconsistent" (a test rejected), "consistent" (no
+        test rejected, and a first-token TV of ``tv_threshold`` would have been seen with 90%
+        probability) or "inconclusive" (no test rejected, but these samples could only see a
+        larger TV: a pass is not evidence of losslessness)."""
+        if self.verdict == "inconsistent":
+            return "inconsistent"
+        seen = math.isfinite(self.min_detectable_tv) and self.min_detectable_tv <= self.tv_threshold
+        return "consistent" if seen else "inconclusive"
 
     @property
     def numerics_statement(self) -> str:
@@ -74,8 +86,14 @@ class ConsistencyReport:
 
     def summary(self) -> str:
         worst = self.tests.sort_values("holm").iloc[0]
+        outcome = self.outcome
+        if outcome == "inconclusive":
+            outcome = (
+                f"inconclusive (no test rejected, but these samples could not see a first-token "
+                f"TV below {self.min_detectable_tv:.3g}; tv_threshold={self.tv_threshold})"
+            )
         return (
-            f"verdict: {self.verdict} (Holm at alpha={self.alpha}, {len(self.tests)} tests, "
+            f"verdict: {outcome} (Holm at alpha={self.alpha}, {len(self.tests)} tests, "
             f"{self.n_samples} samples per arm, verifier={self.verifier!r}); smallest adjusted "
             f"p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}). {self.power_statement}"
             f" {self.numerics_statement}."
@@ -127,9 +145,14 @@ def consistency_check(
     tokenizer: Any = None,
     n_boot: int = 500,
     progress: bool = True,
+    tv_threshold: float = 0.1,
 ) -> ConsistencyReport:
     """Speculative vs standard sampling on ``prompts`` (token-id lists, strings or
-    :class:`~specviz.prompts.Prompt` with ``tokenizer``); ``n_samples`` per arm and prompt."""
+    :class:`~specviz.prompts.Prompt` with ``tokenizer``); ``n_samples`` per arm and prompt.
+
+    ``report.verdict`` is the Holm decision; ``report.outcome`` adds its power: a check whose
+    smallest detectable first-token TV is above ``tv_threshold`` is "inconclusive", never a
+    pass."""
     import pandas as pd
 
     if not do_sample:
@@ -137,6 +160,7 @@ def consistency_check(
     check_settings(n_samples=n_samples, alpha=alpha, batch_size=batch_size)
     check_count("max_new_tokens", max_new_tokens, 1)
     check_count("n_boot", n_boot, 1)
+    check_probability("tv_threshold", tv_threshold)
     SamplingParams(True, temperature, top_k, top_p)  # refuse bad settings before sampling
     get_verifier(verifier, greedy=False)
     id_lists = prompt_ids(prompts, tokenizer, vocab_size_of(target))
@@ -216,4 +240,5 @@ def consistency_check(
         seconds=time.perf_counter() - t0,
         verifier=verifier,
         numerics=tuple(numerics),
+        tv_threshold=tv_threshold,
     )

@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..perf.metrics import LOWER_IS_BETTER
+from .palette import PALETTE
 
 if TYPE_CHECKING:
     from ..load.records import LoadResult
@@ -35,7 +36,7 @@ __all__ = [
     "timeline_figure",
 ]
 
-MODE_COLORS = {"plain": "#7f7f7f", "speculative": "#1f77b4"}
+MODE_COLORS = {"plain": PALETTE["plain"], "speculative": PALETTE["speculative"]}
 _EXTRA = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 METRIC_LABELS = {

@@ -1,19 +1,56 @@
-"""One colour per meaning, in every figure."""
+"""One colour per meaning, in every figure (colour-blind safe: Okabe-Ito, plus Tol's wine).
+
+Every figure of specviz takes its colours from :data:`PALETTE`, so a colour means the same
+thing in every notebook: blue is always the target's p, orange always the draft's q, green what
+was accepted (and the overlap min(p, q) that is accepted on average), purple the residual and
+the token corrected from it, sky blue a bonus token, wine a rejected draft, grey what was never
+looked at, black plain decoding (and theory, dashed), vermillion speculative decoding.
+"""
 
 from __future__ import annotations
 
-__all__ = ["KIND_COLORS", "P_COLOR", "Q_COLOR", "RESIDUAL_COLOR", "THEORY_COLOR"]
+__all__ = [
+    "KIND_COLORS",
+    "PALETTE",
+    "P_COLOR",
+    "Q_COLOR",
+    "RESIDUAL_COLOR",
+    "THEORY_COLOR",
+    "color",
+]
 
-
-#: One colour per fate of a token slot; used by every figure so the legend means the same thing.
-KIND_COLORS: dict[str, str] = {
-    "accepted": "#2ca02c",  # draft token kept
-    "corrected": "#ff7f0e",  # target token sampled from the residual after a rejection
-    "bonus": "#1f77b4",  # target token after all drafts were accepted
-    "discarded": "#c7c7c7",  # drafted but thrown away (rejected, after a rejection, or cut)
-    "target": "#7f7f7f",  # plain autoregressive decoding
+#: meaning -> colour, for every figure.
+PALETTE: dict[str, str] = {
+    "p": "#0072B2",  # the target's law p_target
+    "q": "#E69F00",  # the draft's law q_draft
+    "overlap": "#009E73",  # min(p, q): the mass accepted on average
+    "accepted": "#009E73",  # a draft token kept
+    "residual": "#CC79A7",  # norm(max(0, p - q)) after a rejection
+    "corrected": "#CC79A7",  # the token drawn from the residual
+    "bonus": "#56B4E9",  # the target token after every draft was accepted
+    "rejected": "#882255",  # a draft token tried and rejected
+    "discarded": "#BBBBBB",  # drafted but never looked at (after a rejection, or cut)
+    "unvisited": "#BBBBBB",  # a tree node never tried
+    "target": "#000000",  # plain autoregressive decoding
+    "plain": "#000000",
+    "speculative": "#D55E00",  # speculative decoding (an arm of a comparison)
+    "theory": "#000000",  # a law or formula (drawn dashed)
 }
-P_COLOR = "#1f77b4"
-Q_COLOR = "#ff7f0e"
-RESIDUAL_COLOR = "#9467bd"
-THEORY_COLOR = "#d62728"
+
+
+def color(meaning: str) -> str:
+    """The colour of ``meaning`` (a key of :data:`PALETTE`); a clear error otherwise."""
+    try:
+        return PALETTE[meaning]
+    except KeyError:
+        raise KeyError(f"no colour for {meaning!r}; the palette knows {sorted(PALETTE)}") from None
+
+
+#: One colour per fate of a token slot (kept for the figures that index it by kind).
+KIND_COLORS: dict[str, str] = {
+    k: PALETTE[k] for k in ("accepted", "corrected", "bonus", "discarded", "target")
+}
+P_COLOR = PALETTE["p"]
+Q_COLOR = PALETTE["q"]
+RESIDUAL_COLOR = PALETTE["residual"]
+THEORY_COLOR = PALETTE["theory"]

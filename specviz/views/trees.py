@@ -10,16 +10,12 @@ import plotly.graph_objects as go
 
 from ..core.trace import Step
 from .labels import Tokenizer, _fmt, _labels, token_label
-from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR
+from .palette import KIND_COLORS, P_COLOR, PALETTE, Q_COLOR, RESIDUAL_COLOR
 
 __all__ = ["STATUS_COLORS", "recursive_residual_figure", "tree_figure"]
 
 #: A tree node's fate: kept on the accepted path, tried and rejected, never looked at.
-STATUS_COLORS = {
-    "accepted": KIND_COLORS["accepted"],
-    "rejected": "#d62728",
-    "unvisited": KIND_COLORS["discarded"],
-}
+STATUS_COLORS = {k: PALETTE[k] for k in ("accepted", "rejected", "unvisited")}
 
 
 def _layout(step: Step) -> dict[int, tuple[float, float]]:
@@ -61,7 +57,7 @@ def tree_figure(step: Step, tokenizer: Tokenizer = None, *, title: str | None = 
         (x0, y0), (x1, y1) = pos[t.parent], pos[t.node]
         ex += [x0, x1, None]
         ey += [y0, y1, None]
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#bbbbbb"),
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color=PALETTE["unvisited"]),
                              hoverinfo="skip", showlegend=False))  # fmt: skip
     for status, color in STATUS_COLORS.items():
         nodes = [t for t in step.tree if t.status == status]

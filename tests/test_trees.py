@@ -203,6 +203,32 @@ def test_consistency_check_flags_tree_zoo_members_and_passes_lossless(member):
     assert ok.verdict == "consistent", ok.summary()
 
 
+@pytest.mark.parametrize("member", sorted(TREE_ZOO))
+def test_consistency_check_catches_each_tree_zoo_member_at_its_stated_size(member):
+    """docs/bug_zoo.md states, per tree member, the samples per arm at which a two-sample test
+    of the first token rejects with 90% probability at alpha = 0.01 (root of 3 candidates on
+    the stated toy). At that size, over 10 seeds, consistency_check's token@0 test must reject
+    at least 8 times (a test with 90% power does so with probability 0.93), and the lossless
+    rule for the same sibling sampling at least 8 times not (false-positive rate 1% per run).
+    Two new tokens: a draft is only verified when a token follows it."""
+    target, draft, ctx, params = stated_tree_setting()
+    table = tree_zoo_effects(target.next_logits(ctx), draft.next_logits(ctx), params, children=3)
+    n = int(table.loc[member, "n_two_sample"])
+    sampling = VERIFIERS[member].tree_sampling
+
+    def token0_rejections(verifier: str) -> int:
+        hits = 0
+        for seed in range(10):
+            r = sv.consistency_check(target, TreeDrafter(draft, (3,), sampling), [list(ctx)],
+                                     verifier=verifier, n_samples=n, max_new_tokens=2,
+                                     seed=seed, n_boot=10, progress=False)  # fmt: skip
+            hits += float(r.tests.set_index("test").loc["token@0", "pvalue"]) < 0.01
+        return hits
+
+    assert token0_rejections(member) >= 8
+    assert token0_rejections("lossless") <= 2
+
+
 def test_a_tree_rule_is_calibrated_in_consistency_check():
     """200 null replicates of the without-replacement rule: every test of the report inside
     its 99% binomial interval at alpha = 0.05 (a calibrated test fails this ~1% of the time)."""

@@ -13,6 +13,7 @@ from .decoding import (
     speculative_generate_batch,
 )
 from .drafting import (
+    CrossVocabDrafter,
     Draft,
     Drafter,
     EarlyExitDrafter,
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BatchResult",
     "ConsistencyReport",
+    "CrossVocabDrafter",
     "EarlyExitDrafter",
     "GreedyReport",
     "autoregressive_generate_batch",

@@ -996,12 +996,31 @@ def load_pair(
     source: Source = "auto",
     progress: bool = True,
     packed: bool = False,
+    cross_vocab: str | None = None,
 ) -> ModelPair:
     """Load a target and a draft that share one vocabulary (checked before the weights load).
-    ``packed`` is passed to both :func:`load_model` calls."""
+    ``packed`` is passed to both :func:`load_model` calls.
+
+    ``cross_vocab`` lets a draft with another tokenizer propose for the target:
+    ``"intersection"`` (token-level intersection: lossless under sampling and greedy) or
+    ``"string"`` (string-level exact match: greedy only). The pair's ``draft`` is then a
+    :class:`~specviz.drafting.CrossVocabDrafter`, ready to pass as ``draft`` to every entry
+    point; ``tokenizer`` is the target's.
+    """
+    if cross_vocab is not None and cross_vocab not in _CROSS_VOCAB_DRAFTERS:
+        known = tuple(_CROSS_VOCAB_DRAFTERS) or ("intersection", "string")
+        raise ValueError(f"cross_vocab must be None or one of {known}, got {cross_vocab!r}")
     target_tokenizer = load_tokenizer(target, source=source, progress=progress)
     draft_tokenizer = load_tokenizer(draft, source=source, progress=progress)
-    check_vocab(target_tokenizer, draft_tokenizer)
+    if cross_vocab is None:
+        try:
+            check_vocab(target_tokenizer, draft_tokenizer)
+        except VocabMismatchError as err:
+            raise VocabMismatchError(
+                f"{err}. To draft with another tokenizer, say how: load_pair({target!r}, "
+                f"{draft!r}, cross_vocab='intersection') (token-level intersection, lossless "
+                "under sampling) or cross_vocab='string' (string-level exact match, greedy only)"
+            ) from None
     target_model = load_model(
         target, dtype=dtype, device=device, source=source, progress=progress, packed=packed
     )
@@ -1013,8 +1032,19 @@ def load_pair(
         progress=progress,
         packed=packed,
     )
+    if cross_vocab is not None:
+        drafter = _CROSS_VOCAB_DRAFTERS[cross_vocab](
+            draft_model, draft_tokenizer, target_tokenizer,
+            target_vocab_size=_logit_dim(target_model),
+        )  # fmt: skip
+        return ModelPair(target_model, drafter, target_tokenizer)
     check_vocab_models(target_model, draft_model, tokenizer=target_tokenizer)
     return ModelPair(target_model, draft_model, target_tokenizer)
+
+
+#: ``load_pair(..., cross_vocab=method)`` -> the drafter's constructor. Filled by
+#: :mod:`specviz.drafting.cross_vocab` (a higher layer, imported with the package).
+_CROSS_VOCAB_DRAFTERS: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------- vocabulary checks

@@ -33,6 +33,7 @@ REQUIRED = {
     "05_lossless_statistics.ipynb",
     "06_numerics_bf16_vs_fp32.ipynb",
     "07_drafters_and_task_types.ipynb",
+    "12_cross_vocabulary.ipynb",
 }
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -7,12 +7,26 @@ draft misbehaves for the bug zoo), ``policies`` (gamma policies).
 """
 
 from .base import SAMPLINGS, Draft, Drafter, TreeDraft
+from .cross_vocab import (
+    CROSS_VOCAB_METHODS,
+    CROSS_VOCAB_MODES,
+    CrossVocabDrafter,
+    StringTokenizer,
+    Vocabulary,
+    vocabulary_of,
+)
 from .lookup import PromptLookupDrafter
 from .model import EarlyExitDrafter, ModelDrafter, as_drafter, early_exit_model
 from .modes import DRAFT_MODES, shifted_ids
 from .trees import TreeDrafter
 
 __all__ = [
+    "CROSS_VOCAB_METHODS",
+    "CROSS_VOCAB_MODES",
+    "CrossVocabDrafter",
+    "StringTokenizer",
+    "Vocabulary",
+    "vocabulary_of",
     "DRAFT_MODES",
     "SAMPLINGS",
     "TreeDraft",

@@ -92,6 +92,9 @@ def as_drafter(draft: Any, *, mode: str = "exact") -> Drafter:
             twin.mode = mode
             twin.runner = as_runner(draft.model)
             return twin
+        if callable(getattr(draft, "with_draft_mode", None)):
+            # a drafter that reproduces draft modes itself (the cross-vocabulary shortcuts)
+            return draft.with_draft_mode(mode)
         if hasattr(draft, "propose"):
             raise ValueError(f"draft mode {mode!r} needs a model draft, not {type(draft).__name__}")
         return ModelDrafter(draft, mode=mode)

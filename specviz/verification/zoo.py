@@ -28,6 +28,7 @@ import torch
 
 from ..core.sampling import SamplingParams, logits_to_probs, sample
 from .base import (
+    PREFIXES,
     VERIFIERS,
     Verdict,
     VerifierSpec,
@@ -504,7 +505,158 @@ def markdown_table(alpha: float = 0.01, power: float = 0.9) -> str:
     return "\n".join(lines)
 
 
+# -- the cross-vocabulary shortcuts -----------------------------------------------------------
+# A draft with another tokenizer (specviz.drafting.cross_vocab) proposes through a map from its
+# vocabulary to the target's; each shortcut gets the map or its law wrong. They need a
+# CrossVocabDrafter (which honours the spec's draft_mode), so they resolve by name through
+# PREFIXES and stay out of VERIFIERS, whose chain members every same-vocabulary zoo table, test
+# and notebook runs with a model draft.
+
+#: The stated cross-vocabulary toy: two small vocabularies that share "a", "b", "c" and " "; the
+#: target also has "ab" and " a", the draft "ba" and " b" (so text moves token boundaries).
+CROSS_VOCAB_TARGET_STRINGS = ("a", "b", "ab", "c", " a", " ")
+CROSS_VOCAB_DRAFT_STRINGS = ("a", "b", "c", "ba", " b", " ")
+#: ToyLM.random seeds of the stated target and draft (picked so every shortcut's TV is > 0.05).
+CROSS_VOCAB_SEEDS = (5, 1)
+
+CROSS_VOCAB_ZOO: dict[str, VerifierSpec] = {
+    spec.name: spec
+    for spec in [
+        VerifierSpec(
+            "vocab_map_unrenormalized",
+            verify_ratio_unchecked,
+            False,
+            "token-level intersection without renormalising: q_draft restricted to the shared "
+            "tokens keeps its lost mass (sampling renormalises silently), so p/q is inflated",
+            draft_mode="vocab_map_unrenormalized",
+        ),
+        VerifierSpec(
+            "vocab_map_by_id",
+            verify_ratio_unchecked,
+            False,
+            "the drafted id passed to the target as the same number (q_draft translated by "
+            "string): the token proposed is not the one whose q is reported",
+            draft_mode="vocab_map_by_id",
+        ),
+        VerifierSpec(
+            "vocab_map_lossy_strings",
+            verify_ratio_unchecked,
+            False,
+            "tokens matched after stripping the leading-space marker ('Ġ'): different strings "
+            "merge and each target id reports one draft string's q, not their sum",
+            draft_mode="vocab_map_lossy_strings",
+        ),
+    ]
+}
+
+
+def _cross_vocab_spec(verifier: str) -> VerifierSpec:
+    if verifier not in CROSS_VOCAB_ZOO:
+        raise ValueError(
+            f"unknown verifier {verifier!r}: the cross-vocabulary shortcuts take no parameter; "
+            f"choose from {sorted(CROSS_VOCAB_ZOO)}"
+        )
+    return CROSS_VOCAB_ZOO[verifier]
+
+
+for _name in CROSS_VOCAB_ZOO:
+    PREFIXES[_name] = _cross_vocab_spec
+
+
+def cross_vocab_first_token_law(
+    verifier: str, target_logits: torch.Tensor, drafter: Any, context: Any, params: SamplingParams
+) -> np.ndarray:
+    """Exact law of the first token a speculative step emits with a cross-vocabulary drafter
+    (:class:`~specviz.drafting.CrossVocabDrafter`) after ``context``, under ``"lossless"`` or a
+    shortcut of :data:`CROSS_VOCAB_ZOO`: ``sum_x s(x) [a(x) delta_x + (1 - a(x)) r]`` with ``s``
+    the law of the proposed target id and ``a``, ``r`` the ratio rule's acceptance and residual
+    on the reported q. Both come from the drafter's own :meth:`~CrossVocabDrafter.laws`, the
+    function its sampler runs."""
+    if params.is_greedy:
+        raise ValueError("cross_vocab_first_token_law is for sampling (do_sample=True)")
+    if verifier != "lossless" and verifier not in CROSS_VOCAB_ZOO:
+        raise ValueError(
+            f"no cross-vocabulary first-token law for {verifier!r}; choose 'lossless' or one of "
+            f"{sorted(CROSS_VOCAB_ZOO)}"
+        )
+    mode = "exact" if verifier == "lossless" else CROSS_VOCAB_ZOO[verifier].draft_mode
+    s, reported = drafter.proposal_law(context, params, mode)
+    p = logits_to_probs(target_logits.float(), params).double().cpu().numpy()
+    s, reported = s.numpy(), reported.numpy()
+    accept = _ratio_accept(p, reported)
+    law = s * accept + (s * (1.0 - accept)).sum() * _residual(p, reported)
+    return law / law.sum()
+
+
+def cross_vocab_zoo_effects(
+    target_logits: torch.Tensor,
+    drafter: Any,
+    context: Any,
+    params: SamplingParams,
+    *,
+    alpha: float = 0.01,
+    power: float = 0.9,
+) -> Any:
+    """Like :func:`zoo_effects` for the cross-vocabulary shortcuts (and the lossless rule):
+    a DataFrame (index: verifier) of exact first-token TVs and the samples a test needs."""
+    import pandas as pd
+
+    from ..stats import sample_size_for_laws, tv_distance
+
+    p = logits_to_probs(target_logits.float(), params).double().cpu().numpy()
+    rows = []
+    for name in ["lossless", *CROSS_VOCAB_ZOO]:
+        law = cross_vocab_first_token_law(name, target_logits, drafter, context, params)
+        tv = float(tv_distance(p, law))
+        if tv < 1e-7:  # float32 laws: anything smaller is rounding
+            n1 = n2 = math.inf
+            tv = 0.0
+        else:
+            try:
+                n1 = sample_size_for_laws(p, law, alpha=alpha, power=power)
+                n2 = sample_size_for_laws(p, law, alpha=alpha, power=power, two_sample=True)
+            except ValueError:  # beyond 1e10 samples: invisible in practice
+                n1 = n2 = math.inf
+        spec = VERIFIERS["lossless"] if name == "lossless" else CROSS_VOCAB_ZOO[name]
+        rows.append(ZooEffect(name, spec.lossless, tv, n1, n2, spec.description))
+    return pd.DataFrame([r.__dict__ for r in rows]).set_index("verifier")
+
+
+def stated_cross_vocab_setting() -> tuple[Any, Any, tuple[int, ...], SamplingParams]:
+    """The toy on which specviz states the cross-vocabulary shortcuts' effects: (target,
+    intersection drafter, context, params). Order-2 toys over
+    :data:`CROSS_VOCAB_TARGET_STRINGS` and :data:`CROSS_VOCAB_DRAFT_STRINGS`
+    (6 tokens each), at temperature 1, context ``(0,)`` ("a")."""
+    from ..drafting.cross_vocab import CrossVocabDrafter, StringTokenizer
+    from ..fixtures.toy import ToyLM
+
+    target_tok = StringTokenizer(CROSS_VOCAB_TARGET_STRINGS)
+    draft_tok = StringTokenizer(CROSS_VOCAB_DRAFT_STRINGS)
+    target = ToyLM.random(len(target_tok), 2, seed=CROSS_VOCAB_SEEDS[0])
+    draft = ToyLM.random(len(draft_tok), 2, seed=CROSS_VOCAB_SEEDS[1])
+    drafter = CrossVocabDrafter(draft, draft_tok, target_tok)
+    return target, drafter, (0,), SamplingParams(True, 1.0)
+
+
+def markdown_table_cross_vocab(alpha: float = 0.01, power: float = 0.9) -> str:
+    """The stated cross-vocabulary table (docs/drafters.md), on :func:`stated_cross_vocab_setting`."""
+    target, drafter, context, params = stated_cross_vocab_setting()
+    table = cross_vocab_zoo_effects(target.next_logits(context), drafter, context, params,
+                                    alpha=alpha, power=power)  # fmt: skip
+    lines = [
+        "| verifier | first-token TV | n one-sample | n per arm, two-sample | mistake |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, row in table.iterrows():
+        n1 = "-" if math.isinf(row.n_one_sample) else f"{int(row.n_one_sample):,}"
+        n2 = "-" if math.isinf(row.n_two_sample) else f"{int(row.n_two_sample):,}"
+        lines.append(f"| `{name}` | {row.tv:.4f} | {n1} | {n2} | {row.mistake} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     print(markdown_table())
     print()
     print(markdown_table_trees())
+    print()
+    print(markdown_table_cross_vocab())

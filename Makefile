@@ -7,14 +7,26 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 TORCH := torch==2.13.0
+# make test runs one pytest worker per core (pytest-xdist, whole files per worker so module
+# fixtures -- servers, loaded models -- start once); each worker uses one torch thread.
+TEST_WORKERS ?= 2
 BASE := $(VENV)/.installed-base
 QWEN := $(VENV)/.installed-qwen
 CHROMIUM := $(VENV)/.installed-chromium
-LLAMA := $(VENV)/.installed-llama-cpp
-# llama-cpp-python ships only as a source distribution: pip compiles llama.cpp (~10-20 min on
-# 2 cores). Only the library the Python server needs, for this machine's CPU.
-LLAMA_CMAKE := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON
+# llama.cpp's own C++ server (llama-server), built from the llama.cpp sources vendored in the
+# pinned llama-cpp-python sdist (no prebuilt binary), for this machine's CPU (~5-11 min on 2
+# cores). Only the binary is kept (statically linked): .venv/llama.cpp/bin/llama-server.
+# AMX is left out: on this machine's Xeon (AMX advertised) ggml's AMX matmul segfaults in
+# the first decode (ggml_backend_amx_mul_mat); GCC's -mno-* flags win over -march=native.
+LLAMA_SERVER := $(VENV)/.installed-llama-server
+LLAMA_CPP_SDIST := llama-cpp-python==0.3.36
+LLAMA_SERVER_DIR := $(VENV)/llama.cpp
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_SERVER_CMAKE := $(if $(shell command -v ninja),-G Ninja) -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
+	-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+	"-DCMAKE_C_FLAGS=$(NO_AMX)" "-DCMAKE_CXX_FLAGS=$(NO_AMX)"
 # Notebook reports: executed with their default parameters, plotly.js inlined (the "notebook"
 # renderer embeds it once per page) so the HTML works offline. Widget state is not stored: the
 # offline HTML cannot load the widget manager from a CDN, so the explorers fall back to their
@@ -42,9 +54,19 @@ $(CHROMIUM): | $(BASE)
 		else sudo apt-get update && sudo apt-get install -y chromium; fi; }
 	@touch $@
 
-# The serving-engine audit's integration test runs llama.cpp's server (tests/test_audit.py).
-$(LLAMA): | $(BASE)
-	CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -q -e '.[audit]'
+# The serving-engine audit's integration tests run llama-server (tests/test_audit_llama_server.py).
+# The source tree and build folder are temporary; a failed build leaves no stamp.
+$(LLAMA_SERVER): | $(BASE)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PIP) download -q --no-binary :all: --no-deps -d "$$tmp" '$(LLAMA_CPP_SDIST)'; \
+	tar -xzf "$$tmp"/llama_cpp_python-*.tar.gz -C "$$tmp"; \
+	src=$$(echo "$$tmp"/llama_cpp_python-*/vendor/llama.cpp); \
+	cmake -S "$$src" -B "$$tmp/build" $(LLAMA_SERVER_CMAKE) >"$$tmp/cmake.log" || { cat "$$tmp/cmake.log"; exit 1; }; \
+	cmake --build "$$tmp/build" --target llama-server -j 2; \
+	mkdir -p $(LLAMA_SERVER_DIR)/bin; \
+	cp "$$tmp/build/bin/llama-server" $(LLAMA_SERVER_DIR)/bin/llama-server.tmp; \
+	mv $(LLAMA_SERVER_DIR)/bin/llama-server.tmp $(LLAMA_SERVER_DIR)/bin/llama-server; \
+	$(LLAMA_SERVER_DIR)/bin/llama-server --version
 	@touch $@
 
 $(QWEN): $(BASE)
@@ -61,11 +83,11 @@ notebooks: $(BASE)
 	@echo "notebook reports (open in a browser):"
 	@for f in $(REPORTS)/[0-9]*.html; do echo "  $$PWD/$$f"; done
 
-test: $(BASE) $(CHROMIUM) $(LLAMA)
+test: $(BASE) $(CHROMIUM) $(LLAMA_SERVER)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(BASE)
 	$(VENV)/bin/ruff check --fix .

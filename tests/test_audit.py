@@ -6,8 +6,10 @@
   honest pair's false-positive rate is alpha=0.01 (Holm over all tests).
 * Clear errors: unreachable server, no logprobs, mismatched models, bad TLS, timeouts; a
   partial completion is never counted; an interrupted audit resumes from its raw file.
-* llama.cpp (llama-cpp-python's server, SmolLM2-135M Q4_1) with and without its prompt-lookup
-  speculation: verdict and load curves for both (skipped only if llama_cpp is not installed).
+* Both APIs (``/v1/completions`` and ``/v1/chat/completions``) and both logprob response shapes;
+  a server that reports logprobs it did not compute (llama.cpp's speculative path) gets its
+  logprob tests skipped with a note, not a false alarm.
+* llama.cpp's own ``llama-server`` is audited in tests/test_audit_llama_server.py.
 """
 
 from __future__ import annotations
@@ -27,13 +29,7 @@ import pytest
 from specviz import stats
 from specviz.audit import AuditError, Endpoint, audit
 from specviz.audit_client import IncompleteResult, parse_completion
-from specviz.audit_local import (
-    broken_server_command,
-    free_port,
-    llamacpp_command,
-    local_servers,
-    smollm2_gguf,
-)
+from specviz.audit_local import broken_server_command, free_port, local_servers
 from specviz.broken_server import ServerConfig, make_server
 
 TOY_PROMPTS = ["ab", "cd"]
@@ -317,47 +313,118 @@ def test_truncated_stream_is_incomplete(ending):
     srv.sock.close()
 
 
-# ----------------------------------------------------------------------------- llama.cpp
+# --------------------------------------------------------------------- chat API, logprobs
 
 
-@pytest.fixture(scope="module")
-def llama_servers():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (see docs/audit.md)")
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] extra missing")
-    gguf = smollm2_gguf()
-    commands = {
-        "off": llamacpp_command(gguf, prompt_lookup=False),
-        "on": llamacpp_command(gguf, prompt_lookup=True),
+def test_chat_api_passes_the_honest_pair_and_flags_the_broken_one(toy_servers, tmp_path):
+    """/v1/chat/completions (chat-shape logprobs, delta streaming) with the same settings as
+    the completions audit above: the verdicts must not depend on the API."""
+    kw = {**TOY_SETTINGS, "api": "chat", "load_temperature": (0, 0.7), "top_p": 0.9}
+    honest = audit(toy_servers["off"], toy_servers["on"], TOY_PROMPTS, out_dir=tmp_path / "h", **kw)
+    broken = audit(toy_servers["off"], toy_servers["broken"], TOY_PROMPTS, **kw)
+    assert honest.verdict == "consistent", honest.summary()
+    assert broken.verdict == "inconsistent", broken.summary()
+    assert broken.tests.holm.min() < 1e-6
+    assert honest.tests.test.str.startswith("logprob").any()  # chat-shape logprobs were parsed
+    assert set(honest.load.temperature) == {0.0, 0.7}
+    assert (honest.load.failed == 0).all() and (honest.load.tokens_per_s > 0).all()
+    assert len(honest.crossovers) == 2 * 2  # per temperature: throughput, completion time
+    assert honest.to_json()["api"] == "chat" and honest.config.api == "chat"
+
+
+def test_both_logprob_shapes_are_parsed_alike():
+    ep = Endpoint("http://x", label="S")
+    legacy = {
+        "choices": [
+            {
+                "text": " a b",
+                "finish_reason": "length",
+                "logprobs": {
+                    "tokens": [" a", " b"],
+                    "token_logprobs": [-0.5, -1.5],
+                    "top_logprobs": [{" a": -0.5, " c": -1.0}, {" b": -1.5}],
+                },
+            }
+        ]
     }
-    with local_servers(commands, timeout=120) as urls:
-        yield urls
+    chat = {
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": " a b"},
+                "finish_reason": "length",
+                "logprobs": {
+                    "content": [
+                        {"token": " a", "logprob": -0.5, "top_logprobs": [
+                            {"token": " a", "logprob": -0.5}, {"token": " c", "logprob": -1.0}]},
+                        {"token": " b", "logprob": -1.5, "top_logprobs": [
+                            {"token": " b", "logprob": -1.5}]},
+                    ]
+                },
+            }
+        ],
+        "timings": {"draft_n": 3, "draft_n_accepted": 2},
+    }  # fmt: skip
+    a = parse_completion(legacy, ep, max_tokens=2, seconds=0.0)
+    b = parse_completion(chat, ep, max_tokens=2, seconds=0.0)
+    assert (a.text, a.tokens, a.logprobs, a.top) == (b.text, b.tokens, b.logprobs, b.top)
+    assert (a.draft_tokens, b.draft_tokens, b.draft_accepted) == (None, 3, 2)
+    # llama-server answers /v1/completions with "text" and chat-shape logprobs
+    mixed = {"choices": [{**chat["choices"][0], "text": " a b"}]}
+    del mixed["choices"][0]["message"]
+    assert parse_completion(mixed, ep, max_tokens=2, seconds=0.0).tokens == (" a", " b")
+    # a chat answer cut short is still incomplete
+    cut = {"choices": [{**chat["choices"][0], "finish_reason": None}]}
+    with pytest.raises(IncompleteResult, match="finish_reason=None"):
+        parse_completion(cut, ep, max_tokens=2, seconds=0.0)
+    with pytest.raises(AuditError, match="returned no logprobs"):
+        parse_completion(
+            {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]},
+            ep,
+            max_tokens=2,
+            seconds=0.0,
+        )
 
 
-def test_llamacpp_prompt_lookup_is_consistent_and_load_curves_exist(llama_servers, tmp_path):
-    prompt = "The cat sat on the mat. The cat sat on the"
-    plain = {"repeat_penalty": 1.0}  # else greedy is not the argmax of the reported logprobs
-    report = audit(
-        Endpoint(llama_servers["off"], model="smollm2", label="llama.cpp", extra=plain),
-        Endpoint(llama_servers["on"], model="smollm2", label="llama.cpp+PLD", extra=plain),
-        [prompt],
-        out_dir=tmp_path,
-        n_samples=120,
-        max_tokens=3,
-        outcome="text",  # llama-cpp-python's logprobs cost ~0.15 s per token
-        concurrency=2,
-        greedy_max_tokens=16,
-        near_tie=0.5,  # Q4_1: batched verification moves logprobs by ~0.1 nats
-        load_levels=(1, 2),
-        load_requests=2,
-        load_max_tokens=24,
-        progress=False,
-    )
+def test_logprobs_the_server_did_not_compute_skip_the_logprob_tests(thread_server, tmp_path):
+    """llama-server reports logprob 0.0 with no alternatives for the tokens of its speculative
+    path. Comparing those sums would flag an honest server; the audit says so and tests the
+    tokens only. Negative control: the same sums, compared as reported, reject outright."""
+    a = thread_server(ServerConfig(speculation=False))
+    b = thread_server(ServerConfig(verifier="lossless", unreported_logprobs=True))
+    kw = dict(n_samples=200, max_tokens=3, load_levels=(), progress=False)
+    report = audit(a, b, ["ab", "cd"], out_dir=tmp_path, **kw)
     assert report.verdict == "consistent", report.summary()
-    assert report.greedy_verdict in ("identical", "numerics"), report.summary()
-    assert set(report.load.arm) == {"a", "b"} and (report.load.failed == 0).all()
-    assert (report.tests.pvalue.notna()).all() and len(report.tests) >= 2
-    assert (tmp_path / "report.html").stat().st_size > 1_000_000
-    assert report.greedy_logprob_gap[0] is not None  # logprobs came back for the greedy runs
+    assert not report.tests.test.str.startswith("logprob").any()
+    assert report.logprob_note and "B reported no logprob for" in report.logprob_note
+    assert "A reported" not in report.logprob_note
+    assert "reported logprobs:" in report.summary()
+    assert all(g is None or g < 1e-5 for g in report.greedy_logprob_gap)
+    raw = [json.loads(x) for x in (tmp_path / "raw.jsonl").read_text().splitlines()[1:]]
+    sums = {
+        arm: [sum(r["logprobs"]) for r in raw if r["kind"] == "sample" and r["arm"] == arm]
+        for arm in ("a", "b")
+    }
+    assert stats.ks_2sample(sums["a"], sums["b"]).pvalue < 1e-6
+    # an honest server with real logprobs keeps its logprob tests
+    honest = audit(a, thread_server(ServerConfig(verifier="lossless")), ["ab"], **kw)
+    assert honest.logprob_note is None and honest.tests.test.str.startswith("logprob").any()
+
+
+def test_cli_chat_api_and_several_load_temperatures(toy_servers, tmp_path, capsys):
+    from specviz.cli import main
+
+    argv = ["audit", "--a", toy_servers["off"], "--b", toy_servers["on"], "--prompt", "ab"]
+    argv += ["--n-samples", "60", "--max-tokens", "2", "--no-greedy", "--quiet", "--api", "chat"]
+    argv += ["--load-levels", "1,2", "--load-requests", "2", "--load-max-tokens", "4"]
+    argv += ["--load-temperature", "0,0.7", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "load T=0.7 c=2" in out and "crossover: T=0," in out
+    assert "engine counters (vllm)" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["api"] == "chat" and len(summary["crossovers"]) == 4
+    page = (tmp_path / "report.html").read_text()
+    assert "Engine counters vs the audit" in page and "Crossover" in page
 
 
 def test_transient_errors_are_retried_with_backoff():
@@ -416,3 +483,30 @@ def test_transient_errors_are_retried_with_backoff():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_killed_audit_leaves_no_server_behind():
+    """SIGTERM to a process inside local_servers stops its servers (before, a killed audit
+    left its llama-server processes running)."""
+    import sys
+
+    import httpx
+
+    code = (
+        "import time\n"
+        "from specviz.audit.local import broken_server_command, local_servers\n"
+        "with local_servers({'s': broken_server_command(speculation=False)}) as urls:\n"
+        "    print(urls['s'], flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert httpx.get(f"{url}/v1/models", timeout=5).status_code == 200
+        proc.terminate()
+        assert proc.wait(timeout=30) == 128 + 15
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/v1/models", timeout=2)
+    finally:
+        proc.kill()
+        proc.stdout.close()

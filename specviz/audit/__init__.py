@@ -16,9 +16,16 @@ off (the reference) and ``b`` with it on -- :func:`audit`
    power statement says which first-token TV these samples would have caught;
 4. a greedy identity report at temperature 0 (first divergence and the reference's top-1/top-2
    logprob margin there: a near tie is "numerics", a clear margin a "bug");
-5. a load sweep with streaming at several concurrency levels: TTFT, inter-token latency,
-   completion time and throughput for both configurations;
-6. writes ``out_dir/report.html`` (self-contained: plotly.js inlined) and
+5. a load sweep with streaming at several concurrency levels (and one or more
+   temperatures): TTFT, inter-token latency, completion time, throughput, client-side tokens
+   per verification step for both configurations, and the crossover -- the concurrency where
+   speculation stops paying;
+6. reads each server's own speculation counters (Prometheus ``/metrics``: vLLM, SGLang,
+   llama.cpp names, :mod:`specviz.audit.counters`) before and after each phase and reports
+   the difference -- acceptance rate, mean acceptance length, per-position acceptance --
+   next to the audit's own measurements ("engine counters: not published" when a server has
+   none);
+7. writes ``out_dir/report.html`` (self-contained: plotly.js inlined) and
    ``out_dir/summary.json``.
 
 Outcomes are the token *pieces* the server reports in its logprobs (an API exposes no ids).
@@ -26,11 +33,12 @@ Pieces that several ids share are merged identically in both arms, which keeps t
 valid (a function of the outcome) at a small loss of power. With ``outcome="text"`` the
 sampled requests ask for no logprobs and positions are client-side pieces of the text
 (:func:`specviz.audit_client.split_text`) -- any function of the output text is a valid
-outcome, and servers whose logprobs are expensive (llama-cpp-python sorts the whole vocabulary
-in Python for every token) answer 3x faster; the logprob KS/AD tests are then skipped. A randomized PIT test needs the
+outcome, and servers whose logprobs are expensive or missing can be audited; the logprob KS/AD
+tests are then skipped (as they are when a server reports logprobs it did not compute). A randomized PIT test needs the
 whole next-token law and is not possible over this API.
 
-Example (two llama.cpp servers, prompt lookup off / on)::
+Example (two llama.cpp servers, n-gram lookup off / on; ``api="chat"`` for
+``/v1/chat/completions``)::
 
     from specviz.audit import audit
     report = audit("http://127.0.0.1:8080", "http://127.0.0.1:8081",
@@ -42,7 +50,18 @@ from __future__ import annotations
 
 from .client import AuditError, Endpoint
 from .config import ARMS, AuditConfig
-from .report import AuditReport
+from .counters import EngineCounters
+from .report import AuditCrossover, AuditReport
 from .run import audit, run_audit
 
-__all__ = ["ARMS", "AuditConfig", "AuditError", "AuditReport", "Endpoint", "audit", "run_audit"]
+__all__ = [
+    "ARMS",
+    "AuditConfig",
+    "AuditCrossover",
+    "AuditError",
+    "AuditReport",
+    "EngineCounters",
+    "Endpoint",
+    "audit",
+    "run_audit",
+]

@@ -41,6 +41,18 @@ def _levels(text: str) -> tuple[int, ...]:
     return out
 
 
+def _temperatures(text: str) -> float | tuple[float, ...]:
+    try:
+        out = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number or comma-separated numbers, got {text!r}"
+        ) from None
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one temperature")
+    return out[0] if len(out) == 1 else out
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="specviz audit",
@@ -69,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="tokens",
         help="tokens: server-reported tokens (needs logprobs); text: client-side pieces",
     )
+    ap.add_argument(
+        "--api",
+        choices=["completions", "chat"],
+        default="completions",
+        help="completions: /v1/completions (prompt as text); chat: /v1/chat/completions "
+        "(prompt as one user message, the server's chat template)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--concurrency", type=int, default=4)
@@ -80,8 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--load-levels", type=_levels, default=(1, 2, 4), help="e.g. 1,2,4,8; '' skips")
     ap.add_argument("--load-requests", type=int, default=8, help="requests per level")
     ap.add_argument("--load-max-tokens", type=int, default=64)
-    ap.add_argument("--load-temperature", type=float, default=0.0)
+    ap.add_argument(
+        "--load-temperature",
+        type=_temperatures,
+        default=0.0,
+        help="temperature of the load sweep; several (e.g. 0,0.7) run one sweep each",
+    )
     ap.add_argument("--out", type=Path, default=Path("specviz-audit"), help="output folder")
+    ap.add_argument("--metrics-a", default=None, help="A's Prometheus URL (default: /metrics)")
+    ap.add_argument("--metrics-b", default=None, help="B's Prometheus URL (default: /metrics)")
     ap.add_argument("--api-key", default=None)
     tls = ap.add_mutually_exclusive_group()
     tls.add_argument("--ca-bundle", default=None, help="CA file to verify https servers")
@@ -158,8 +184,13 @@ def _settings(args: argparse.Namespace) -> tuple[list[str], dict]:
         extra = None
     if not isinstance(extra, dict):
         raise _UsageError(f"--extra must be a JSON object, got {args.extra!r}")
-    for flag, url in (("--a", args.a), ("--b", args.b)):
-        if not url.startswith(("http://", "https://")):
+    for flag, url in (
+        ("--a", args.a),
+        ("--b", args.b),
+        ("--metrics-a", args.metrics_a),
+        ("--metrics-b", args.metrics_b),
+    ):
+        if url is not None and not url.startswith(("http://", "https://")):
             raise _UsageError(f"{flag} must be an http:// or https:// URL, got {url!r}")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise _UsageError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
@@ -190,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             top_k=args.top_k,
             seed=args.seed,
             outcome=args.outcome,
+            api=args.api,
             alpha=args.alpha,
             concurrency=args.concurrency,
             retries=args.retries,
@@ -205,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(_flag_message(str(err)))
     verify: bool | str = False if args.insecure else (args.ca_bundle or True)
     common = dict(api_key=args.api_key, verify=verify, timeout=args.timeout, extra=extra)
-    a = Endpoint(args.a, model=args.model_a, label="A", **common)
-    b = Endpoint(args.b, model=args.model_b, label="B", **common)
+    a = Endpoint(args.a, model=args.model_a, label="A", metrics_url=args.metrics_a, **common)
+    b = Endpoint(args.b, model=args.model_b, label="B", metrics_url=args.metrics_b, **common)
     try:
         report = asyncio.run(run_audit(a, b, cfg, out_dir=args.out, progress=not args.quiet))
     except AuditError as err:

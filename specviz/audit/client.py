@@ -1,4 +1,11 @@
-"""HTTP side of ``specviz audit``: talk to an OpenAI-compatible ``/v1/completions`` endpoint.
+"""HTTP side of ``specviz audit``: talk to an OpenAI-compatible ``/v1/completions`` or
+``/v1/chat/completions`` endpoint (``api="completions"`` / ``"chat"``).
+
+Both response shapes of per-token logprobs are parsed: the legacy completions shape
+(``logprobs.tokens`` / ``token_logprobs`` / ``top_logprobs`` as ``{piece: logprob}`` dicts) and
+the chat shape (``logprobs.content[{token, logprob, top_logprobs: [{token, logprob}]}]``), which
+llama.cpp's ``llama-server`` returns on ``/v1/completions`` too. Per-response draft counts
+(llama.cpp's ``timings.draft_n`` / ``draft_n_accepted``) are kept when present.
 
 Every failure becomes an :class:`AuditError` whose message names the endpoint and the problem
 (unreachable, bad TLS, timeout, no logprobs, unknown or mismatched model, HTTP error), and a
@@ -25,6 +32,7 @@ from typing import Any
 import httpx
 
 __all__ = [
+    "APIS",
     "AuditError",
     "Completion",
     "Endpoint",
@@ -35,6 +43,9 @@ __all__ = [
     "preflight",
     "stream",
 ]
+
+
+APIS = ("completions", "chat")
 
 
 class AuditError(RuntimeError):
@@ -51,7 +62,11 @@ class Endpoint:
 
     ``verify`` is passed to httpx: ``True`` (system CAs), ``False`` (no TLS verification) or a
     path to a CA bundle. ``extra`` is merged into every request body (engine-specific sampling
-    knobs such as llama.cpp's ``min_p``/``repeat_penalty``).
+    knobs such as llama.cpp's ``min_p``/``repeat_penalty``). ``metrics_url`` is where the
+    engine's Prometheus metrics are (default: ``/metrics`` next to ``/v1``).
+
+    >>> Endpoint("http://127.0.0.1:8080/v1").metrics_endpoint()
+    'http://127.0.0.1:8080/metrics'
     """
 
     base_url: str
@@ -61,16 +76,21 @@ class Endpoint:
     verify: bool | str = True
     timeout: float = 60.0
     extra: dict[str, Any] = field(default_factory=dict)
+    metrics_url: str | None = None
 
     @property
     def name(self) -> str:
         return self.label or self.base_url
 
-    def url(self, path: str) -> str:
+    def _root(self) -> str:
         base = self.base_url.rstrip("/")
-        if base.endswith("/v1"):
-            base = base[:-3]
-        return f"{base}/v1/{path.lstrip('/')}"
+        return base[:-3] if base.endswith("/v1") else base
+
+    def metrics_endpoint(self) -> str:
+        return self.metrics_url or f"{self._root()}/metrics"
+
+    def url(self, path: str) -> str:
+        return f"{self._root()}/v1/{path.lstrip('/')}"
 
     def client(self, *, concurrency: int = 8) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -94,6 +114,9 @@ class Completion:
     top: tuple[dict[str, float], ...]
     finish_reason: str
     seconds: float
+    # the engine's own per-response draft counts, when it reports them (llama.cpp timings)
+    draft_tokens: int | None = None
+    draft_accepted: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,19 @@ class StreamTiming:
     tokens: int
     total: float
     finish_reason: str
+    draft_tokens: int | None = None
+    draft_accepted: int | None = None
+
+    def bursts(self, ratio: float = 0.2) -> int:
+        """Verification steps seen from the client: content chunks that arrive together
+        (a gap below ``ratio`` times the request's 90th-percentile gap) are one step's
+        accepted tokens. A server without speculation sends one token per step."""
+        times = self.chunk_times
+        if len(times) < 2:
+            return len(times)
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        cut = ratio * sorted(gaps)[int(0.9 * (len(gaps) - 1))]
+        return 1 + sum(g > cut for g in gaps)
 
 
 def _is_tls(err: BaseException) -> bool:
@@ -192,12 +228,74 @@ async def list_models(client: httpx.AsyncClient, ep: Endpoint, retries: int = 0)
     return await _with_retries(go, ep, retries, 0.5)
 
 
-def _body(ep: Endpoint, prompt: str, **kw: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"prompt": prompt, "n": 1, **ep.extra}
+def _path(api: str) -> str:
+    if api not in APIS:
+        raise ValueError(f"api must be one of {APIS}, got {api!r}")
+    return "chat/completions" if api == "chat" else "completions"
+
+
+def _body(ep: Endpoint, prompt: str, api: str = "completions", **kw: Any) -> dict[str, Any]:
+    """The request body. On the chat API the prompt is one user message and ``logprobs=k``
+    becomes ``logprobs=true, top_logprobs=k``."""
+    if api == "chat":
+        body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "n": 1}
+        k = kw.pop("logprobs", None)
+        if k is not None:
+            body.update(logprobs=True, top_logprobs=int(k))
+    else:
+        body = {"prompt": prompt, "n": 1}
+    body.update(ep.extra)
     if ep.model:
         body["model"] = ep.model
     body.update({k: v for k, v in kw.items() if v is not None})
     return body
+
+
+def _draft_counts(data: dict[str, Any]) -> tuple[int | None, int | None]:
+    timings = data.get("timings")
+    if not isinstance(timings, dict) or "draft_n" not in timings:
+        return None, None
+    try:
+        return int(timings["draft_n"]), int(timings.get("draft_n_accepted") or 0)
+    except (TypeError, ValueError):
+        return None, None
+
+
+def _logprob_lists(lp: Any) -> tuple[tuple[str, ...], tuple, tuple] | None:
+    """(pieces, logprobs, top alternatives) from either response shape; None if absent."""
+    if not isinstance(lp, dict):
+        return None
+    content = lp.get("content")
+    if isinstance(content, list):  # chat shape (also llama-server's /v1/completions)
+        tokens, values, tops = [], [], []
+        for item in content:
+            if not isinstance(item, dict):
+                return None
+            tokens.append(str(item.get("token", "")))
+            v = item.get("logprob")
+            values.append(float("nan") if v is None else float(v))
+            top: dict[str, float] = {}
+            for alt in item.get("top_logprobs") or []:
+                if isinstance(alt, dict) and alt.get("logprob") is not None:
+                    top.setdefault(str(alt.get("token", "")), float(alt["logprob"]))
+            tops.append(top)
+        return tuple(tokens), tuple(values), tuple(tops)
+    if lp.get("tokens") is None or lp.get("token_logprobs") is None:
+        return None
+    tokens = tuple(str(t) for t in lp["tokens"])
+    values = tuple(float("nan") if v is None else float(v) for v in lp["token_logprobs"])
+    top_raw = lp.get("top_logprobs") or [{}] * len(tokens)
+    return tokens, values, tuple(dict(t or {}) for t in top_raw)
+
+
+def _choice_text(choice: dict[str, Any]) -> str | None:
+    if isinstance(choice.get("text"), str):
+        return choice["text"]
+    message = choice.get("message")
+    if isinstance(message, dict):
+        content = message.get("content")
+        return content if isinstance(content, str) else ("" if content is None else None)
+    return None
 
 
 _PIECE = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
@@ -222,10 +320,20 @@ def parse_completion(
     *,
     need_logprobs: bool = True,
 ) -> Completion:
-    """Validate one non-streamed answer; raise IncompleteResult if any part is missing.
+    """Validate one non-streamed answer (completions or chat shape); raise IncompleteResult if
+    any part is missing.
 
     Without ``need_logprobs`` the completion's pieces come from :func:`split_text` and its
-    length is checked against ``usage.completion_tokens`` where the server reports it."""
+    length is checked against ``usage.completion_tokens`` where the server reports it.
+
+    >>> chat = {"choices": [{"finish_reason": "length", "message": {"content": "Hi!"},
+    ...         "logprobs": {"content": [
+    ...             {"token": "Hi", "logprob": -0.5, "top_logprobs": [{"token": "Hi", "logprob": -0.5}]},
+    ...             {"token": "!", "logprob": -1.0, "top_logprobs": []}]}}]}
+    >>> c = parse_completion(chat, Endpoint("http://x"), max_tokens=2, seconds=0.0)
+    >>> c.text, c.tokens, c.logprobs, c.top[0]
+    ('Hi!', ('Hi', '!'), (-0.5, -1.0), {'Hi': -0.5})
+    """
     try:
         choice = data["choices"][0]
     except (KeyError, IndexError, TypeError) as err:
@@ -233,37 +341,41 @@ def parse_completion(
     finish = choice.get("finish_reason")
     if finish not in ("stop", "length"):
         raise IncompleteResult(f"{ep.name}: completion ended with finish_reason={finish!r}")
-    lp = choice.get("logprobs")
+    draft = _draft_counts(data)
+    text = _choice_text(choice)
     if not need_logprobs:
-        text = choice.get("text")
-        if not isinstance(text, str):
+        if text is None:
             raise IncompleteResult(f"{ep.name}: completion without text")
         used = (data.get("usage") or {}).get("completion_tokens")
         if finish == "length" and used is not None and int(used) != max_tokens:
             raise IncompleteResult(
                 f"{ep.name}: finish_reason='length' with {used} tokens, asked {max_tokens}"
             )
-        return Completion(text, split_text(text), (), (), finish, seconds)
-    if not lp or lp.get("tokens") is None or lp.get("token_logprobs") is None:
+        return Completion(text, split_text(text), (), (), finish, seconds, *draft)
+    parsed = _logprob_lists(choice.get("logprobs"))
+    if parsed is None:
         raise AuditError(
             f"{ep.name} returned no logprobs. The audit needs per-token logprobs to split "
-            "completions into tokens (llama-cpp-python: start the server with "
-            "logits_all=true; vLLM/SGLang return them by default), or use outcome='text' "
-            "(--outcome text) to compare client-side pieces of the text instead."
+            "completions into tokens (vLLM/SGLang/llama-server return them when asked), or "
+            "use outcome='text' (--outcome text) to compare client-side pieces of the text "
+            "instead."
         )
-    tokens = tuple(str(t) for t in lp["tokens"])
-    logprobs = tuple(float("nan") if v is None else float(v) for v in lp["token_logprobs"])
-    top_raw = lp.get("top_logprobs") or [{}] * len(tokens)
-    top = tuple(dict(t or {}) for t in top_raw)
+    tokens, logprobs, top = parsed
     if len(logprobs) != len(tokens) or len(top) != len(tokens):
         raise IncompleteResult(f"{ep.name}: {len(tokens)} tokens but {len(logprobs)} logprobs")
-    if len(tokens) > max_tokens or (finish == "length" and len(tokens) != max_tokens):
+    used = (data.get("usage") or {}).get("completion_tokens")
+    # llama-server merges the pieces of a character split across tokens into one logprob
+    # entry; the usage count says whether the completion is whole
+    merged = used is not None and int(used) == max_tokens and len(tokens) < max_tokens
+    if len(tokens) > max_tokens or (
+        finish == "length" and len(tokens) != max_tokens and not merged
+    ):
         raise IncompleteResult(
             f"{ep.name}: finish_reason='length' with {len(tokens)} tokens, asked {max_tokens}"
         )
     if any(not math.isfinite(v) for v in logprobs):
         raise IncompleteResult(f"{ep.name}: non-finite logprob in {logprobs}")
-    return Completion(choice.get("text") or "", tokens, logprobs, top, finish, seconds)
+    return Completion(text or "", tokens, logprobs, top, finish, seconds, *draft)
 
 
 async def complete(
@@ -279,12 +391,15 @@ async def complete(
     logprobs: int | None = 1,
     retries: int = 4,
     backoff: float = 0.5,
+    api: str = "completions",
 ) -> Completion:
     """One complete, validated completion (retried with backoff). ``logprobs=None`` asks
     for none and splits the text client-side (:func:`split_text`)."""
+    path = _path(api)
     body = _body(
         ep,
         prompt,
+        api,
         max_tokens=max_tokens,
         temperature=temperature,
         top_p=top_p,
@@ -296,7 +411,7 @@ async def complete(
 
     async def go() -> Completion:
         t0 = time.perf_counter()
-        resp = await client.post(ep.url("completions"), json=body)
+        resp = await client.post(ep.url(path), json=body)
         _raise_for_status(resp, ep)
         try:
             data = resp.json()
@@ -319,10 +434,24 @@ async def stream(
     seed: int | None = None,
     retries: int = 2,
     backoff: float = 0.5,
+    api: str = "completions",
+    top_p: float | None = None,
+    top_k: int | None = None,
 ) -> StreamTiming:
     """One streamed completion, timed chunk by chunk. A stream that ends without a finish
     reason or a ``[DONE]`` is incomplete and raises."""
-    body = _body(ep, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed, stream=True)
+    path = _path(api)
+    body = _body(
+        ep,
+        prompt,
+        api,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        stream=True,
+    )
 
     async def go() -> StreamTiming:
         t0 = time.perf_counter()
@@ -331,7 +460,8 @@ async def stream(
         usage_tokens = None
         done = False
         cut = ""
-        async with client.stream("POST", ep.url("completions"), json=body) as resp:
+        draft: tuple[int | None, int | None] = (None, None)
+        async with client.stream("POST", ep.url(path), json=body) as resp:
             if resp.status_code >= 400:
                 await resp.aread()
                 _raise_for_status(resp, ep)
@@ -346,8 +476,14 @@ async def stream(
                     chunk = json.loads(payload)
                     if chunk.get("usage"):
                         usage_tokens = chunk["usage"].get("completion_tokens")
+                    if "timings" in chunk:
+                        draft = _draft_counts(chunk)
                     for choice in chunk.get("choices") or []:
-                        if choice.get("text"):
+                        delta = choice.get("delta")
+                        piece = (
+                            delta.get("content") if isinstance(delta, dict) else choice.get("text")
+                        )
+                        if piece:
                             times.append(time.perf_counter() - t0)
                         if choice.get("finish_reason"):
                             finish = choice["finish_reason"]
@@ -363,7 +499,7 @@ async def stream(
         if not times:
             raise IncompleteResult(f"{ep.name}: stream carried no tokens")
         n = int(usage_tokens) if usage_tokens else len(times)
-        return StreamTiming(times[0], tuple(times), n, total, finish)
+        return StreamTiming(times[0], tuple(times), n, total, finish, *draft)
 
     return await _with_retries(go, ep, retries, backoff)
 
@@ -375,6 +511,7 @@ async def preflight(
     *,
     tolerance: float = 0.1,
     need_logprobs: bool = True,
+    api: str = "completions",
 ) -> dict[str, Any]:
     """Check both endpoints before spending samples: reachable, model served, logprobs
     present, and the same model behind both (the first token's top-5 logprobs under greedy
@@ -389,7 +526,14 @@ async def preflight(
                 raise AuditError(f"{ep.name} does not serve model {ep.model!r}; it serves {models}")
             try:
                 c = await complete(
-                    client, ep, probe_prompt, max_tokens=1, temperature=0.0, logprobs=5, retries=1
+                    client,
+                    ep,
+                    probe_prompt,
+                    max_tokens=1,
+                    temperature=0.0,
+                    logprobs=5,
+                    retries=1,
+                    api=api,
                 )
             except IncompleteResult:
                 raise
@@ -398,7 +542,7 @@ async def preflight(
                     raise
                 # Text outcomes: compare the greedy first piece instead of logprobs.
                 c = await complete(
-                    client, ep, probe_prompt, max_tokens=1, temperature=0.0, logprobs=None
+                    client, ep, probe_prompt, max_tokens=1, temperature=0.0, logprobs=None, api=api
                 )
                 info[ep.name] = {"models": models, "probe_text": c.text}
                 firsts.append({c.text: 0.0})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import stats
-from .client import Endpoint
+from .client import APIS, Endpoint
 
 __all__ = ["ARMS", "AuditConfig"]
 
@@ -63,6 +63,14 @@ class AuditConfig:
     Checked on construction: a bad value raises a ValueError whose message starts with the
     field's name. ``prompts`` (and ``load_prompts``) may be one string -- one prompt, not its
     characters -- or a sequence of non-empty strings; both are stored as tuples.
+
+    ``api`` picks the endpoint: ``"completions"`` (``/v1/completions``, the prompt as text) or
+    ``"chat"`` (``/v1/chat/completions``, the prompt as one user message: the server applies
+    its chat template). ``load_temperature`` is one temperature or several (the load sweep
+    runs once per temperature; above 0 it uses ``top_p``/``top_k`` too).
+
+    >>> AuditConfig(prompts="ab", load_temperature=(0, 0.7)).load_temperatures
+    (0.0, 0.7)
     """
 
     prompts: tuple[str, ...]
@@ -81,10 +89,11 @@ class AuditConfig:
     load_levels: tuple[int, ...] = (1, 2, 4)
     load_requests: int = 8
     load_max_tokens: int = 64
-    load_temperature: float = 0.0
+    load_temperature: float | tuple[float, ...] = 0.0
     load_prompts: tuple[str, ...] = ()
     n_boot: int = 300
     outcome: str = "tokens"  # "tokens" (server-reported, needs logprobs) or "text" (split_text)
+    api: str = "completions"  # "completions" or "chat"
 
     def __post_init__(self) -> None:
         # A single prompt given as a string is one prompt, not its characters.
@@ -140,10 +149,30 @@ class AuditConfig:
         object.__setattr__(self, "load_levels", tuple(int(x) for x in self.load_levels))
         _int("load_requests", self.load_requests, 1)
         _int("load_max_tokens", self.load_max_tokens, 1)
-        _real("load_temperature", self.load_temperature, 0.0)
+        if isinstance(self.load_temperature, Sequence) and not isinstance(
+            self.load_temperature, (str, bytes)
+        ):
+            temps = tuple(self.load_temperature)
+            if not temps:
+                raise ValueError("load_temperature must be a number or a non-empty sequence")
+            for t in temps:
+                _real("load_temperature", t, 0.0)
+            if len(set(temps)) != len(temps):
+                raise ValueError(f"load_temperature has repeated values: {temps!r}")
+            object.__setattr__(self, "load_temperature", tuple(float(t) for t in temps))
+        else:
+            _real("load_temperature", self.load_temperature, 0.0)
         _int("n_boot", self.n_boot, 1)
         if self.outcome not in ("tokens", "text"):
             raise ValueError(f"outcome must be 'tokens' or 'text', got {self.outcome!r}")
+        if self.api not in APIS:
+            raise ValueError(f"api must be 'completions' or 'chat', got {self.api!r}")
+
+    @property
+    def load_temperatures(self) -> tuple[float, ...]:
+        """The load sweep's temperatures (one sweep each)."""
+        t = self.load_temperature
+        return t if isinstance(t, tuple) else (float(t),)
 
     def sampling_key(self, a: Endpoint, b: Endpoint) -> str:
         """Hash of what the raw samples depend on."""
@@ -159,4 +188,6 @@ class AuditConfig:
             a=[a.base_url, a.model, sorted(a.extra.items())],
             b=[b.base_url, b.model, sorted(b.extra.items())],
         )
+        if self.api != "completions":  # keeps the keys of older raw files valid
+            key["api"] = self.api
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()

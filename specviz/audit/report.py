@@ -1,9 +1,11 @@
-"""The audit's result: data (tests, TV, greedy, load), JSON; figures and HTML are views."""
+"""The audit's result: data (tests, TV, greedy, load, engine counters, crossover), JSON;
+figures and HTML are views."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +13,90 @@ from .. import stats
 from ..checks.sequences import LogprobNumerics
 from .client import Endpoint
 from .config import AuditConfig
+from .counters import EngineCounters
 
-__all__ = ["AuditReport"]
+__all__ = ["AuditCrossover", "AuditReport", "crossover"]
+
+_METRICS = {  # load-table column -> (name, speed-up of B over A is this ratio)
+    "tokens_per_s": ("throughput", "b/a"),
+    "completion_p50": ("median completion time", "a/b"),
+}
+
+
+def crossover(levels: Sequence[float], speedups: Sequence[float]) -> tuple[str, float | None]:
+    """Where the speed-up falls through 1 as the concurrency grows, interpolated linearly in
+    log(concurrency): ``("crosses", level)``, ``("always_pays", None)``, ``("never_pays",
+    None)`` or ``("pays_above", level)`` -- the rule of :func:`specviz.load.find_crossover`
+    (which the audit may not import: the two layers are independent) -- and ``("mixed",
+    None)`` when the speed-up crosses 1 more than once: no single crossover (noise around
+    break-even, or a curve that is not monotone).
+
+    >>> crossover([1, 2, 4, 8], [1.5, 1.2, 0.9, 0.7])
+    ('crosses', 3.17...)
+    >>> crossover([1, 2], [0.8, 0.9])
+    ('never_pays', None)
+    >>> crossover([1, 2, 4, 8], [0.9, 1.1, 0.95, 1.2])
+    ('mixed', None)
+    """
+    pairs = sorted(
+        (float(x), float(v))
+        for x, v in zip(levels, speedups, strict=True)
+        if v == v and x > 0  # drop NaN
+    )
+    if not pairs:
+        raise ValueError("no finite speed-up to look at")
+    xs, ss = [p[0] for p in pairs], [p[1] for p in pairs]
+    above = [v >= 1.0 for v in ss]
+    if sum(x != y for x, y in zip(above, above[1:], strict=False)) > 1:
+        return "mixed", None
+
+    def cross(i: int) -> float:
+        x0, x1 = math.log(xs[i]), math.log(xs[i + 1])
+        f = (ss[i] - 1.0) / (ss[i] - ss[i + 1]) if ss[i] != ss[i + 1] else 0.5
+        return math.exp(x0 + f * (x1 - x0))
+
+    down = next((i for i in range(len(xs) - 1) if above[i] and not above[i + 1]), None)
+    if down is not None:
+        return "crosses", cross(down)
+    if all(above):
+        return "always_pays", None
+    if not any(above):
+        return "never_pays", None
+    up = next(i for i in range(len(xs) - 1) if not above[i] and above[i + 1])
+    return "pays_above", cross(up)
+
+
+@dataclass(frozen=True)
+class AuditCrossover:
+    """Where speculation stops paying in one load sweep (one temperature, one metric)."""
+
+    temperature: float
+    metric: str
+    status: str  # crosses | always_pays | never_pays | pays_above | mixed
+    level: float | None
+    levels: tuple[int, ...]
+    speedups: tuple[float, ...]
+
+    def statement(self) -> str:
+        pts = ", ".join(
+            f"x{v:.2f} at c={c}" for c, v in zip(self.levels, self.speedups, strict=True)
+        )
+        head = f"T={self.temperature:g}, {self.metric}: "
+        lo, hi = self.levels[0], self.levels[-1]
+        if self.status == "crosses":
+            what = f"speculation pays up to c~{self.level:.1f} and stops paying above"
+        elif self.status == "always_pays":
+            what = f"speculation pays at every level tested (c={lo}-{hi})"
+        elif self.status == "never_pays":
+            what = f"speculation never pays (c={lo}-{hi})"
+        elif self.status == "mixed":
+            what = "no single crossover: the speed-up crosses 1 more than once"
+        else:
+            what = f"speculation pays only above c~{self.level:.1f}"
+        return f"{head}{what} ({pts})"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"statement": self.statement()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,6 +122,89 @@ class AuditReport:
     # per prompt: how far the two configurations' logprobs of the same sampled continuation
     # differ (the tests use one value per continuation, so this drift cannot fail them)
     numerics: tuple[LogprobNumerics | None, ...] = ()
+    # the engines' own speculation counters per arm and phase ("samples T=..", "greedy T=0",
+    # "load T=.."): differences of /metrics snapshots over the requests of this run
+    engine_counters: dict[str, dict[str, EngineCounters]] = field(default_factory=dict)
+    # the audit's sums of per-response draft counts (llama.cpp timings) per arm and phase
+    response_counters: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    shared_server: bool = False  # A and B are one server: its counters cover both
+    # why the logprob tests were skipped (a server reported logprobs it did not compute)
+    logprob_note: str | None = None
+
+    @property
+    def crossovers(self) -> tuple[AuditCrossover, ...]:
+        """Per load temperature: where speculation stops paying in throughput and in median
+        completion time (speed-up = B's throughput / A's, A's completion time / B's)."""
+        if self.load is None or not len(self.load):
+            return ()
+        out = []
+        temps = (
+            sorted(set(self.load.temperature))
+            if "temperature" in self.load
+            else [self.config.load_temperatures[0]]
+        )
+        for t in temps:
+            g = self.load[self.load.temperature == t] if "temperature" in self.load else self.load
+            a = g[g.arm == "a"].set_index("concurrency")
+            b = g[g.arm == "b"].set_index("concurrency")
+            levels = sorted(set(a.index) & set(b.index))
+            if not levels:
+                continue
+            for col, (name, way) in _METRICS.items():
+                sp = []
+                for c in levels:
+                    va, vb = float(a.loc[c, col]), float(b.loc[c, col])
+                    num, den = (vb, va) if way == "b/a" else (va, vb)
+                    sp.append(num / den if den > 0 else math.nan)
+                try:
+                    status, level = crossover(levels, sp)
+                except ValueError:
+                    continue
+                out.append(AuditCrossover(float(t), name, status, level, tuple(levels), tuple(sp)))
+        return tuple(out)
+
+    def acceptance_rows(self) -> list[dict[str, Any]]:
+        """One row per arm and phase: the engine's counters next to the audit's own per-response
+        counts and, for load phases, tokens per verification step two ways -- implied by the
+        engine's counters (T / (T - accepted) over the T tokens the phase streamed: every step
+        yields one target token) and measured by the client (T / bursts of chunks). Unlike the
+        mean acceptance length (1 + accepted / drafts, per step *with* a draft), both count the
+        steps where nothing was drafted too."""
+        rows = []
+        arms = sorted(set(self.engine_counters) | set(self.response_counters))
+        for arm in arms:
+            phases = list(self.engine_counters.get(arm, {}))
+            phases += [p for p in self.response_counters.get(arm, {}) if p not in phases]
+            for phase in phases:
+                eng = self.engine_counters.get(arm, {}).get(phase)
+                own = self.response_counters.get(arm, {}).get(phase, {})
+                row: dict[str, Any] = {
+                    "arm": arm,
+                    "phase": phase,
+                    "engine": eng.engine if eng is not None else None,
+                    "engine_drafts": None if eng is None else eng.drafts,
+                    "engine_accept_rate": None if eng is None else eng.acceptance_rate,
+                    "engine_accept_length": None if eng is None else eng.mean_acceptance_length,
+                    "engine_per_position": None
+                    if eng is None
+                    else [round(v, 3) for v in eng.per_position],
+                    "engine_statement": None if eng is None else eng.statement(),
+                    "response_draft_tokens": own.get("draft_tokens"),
+                    "response_accept_rate": own.get("acceptance_rate"),
+                    "engine_tokens_per_step": None,
+                    "client_tokens_per_step": None,
+                }
+                if phase.startswith("load T=") and self.load is not None and len(self.load):
+                    t = float(phase.split("=", 1)[1])
+                    g = self.load[(self.load.arm == arm) & (self.load.temperature == t)]
+                    tokens = float(g.tokens.sum())
+                    bursts = float((g.tokens / g.tokens_per_step).sum())
+                    if tokens > 0 and bursts > 0:
+                        row["client_tokens_per_step"] = tokens / bursts
+                    if eng is not None and eng.accepted is not None and tokens > eng.accepted:
+                        row["engine_tokens_per_step"] = tokens / (tokens - eng.accepted)
+                rows.append(row)
+        return rows
 
     @property
     def numerics_statement(self) -> str | None:
@@ -82,17 +249,52 @@ class AuditReport:
                 )
         if self.numerics_statement is not None:
             lines.append(f"{self.numerics_statement} (sampled; 0 with identical arithmetic)")
+        if self.logprob_note:
+            lines.append(f"reported logprobs: {self.logprob_note}")
         if self.load is not None and len(self.load):
-            for lvl, g in self.load.groupby("concurrency"):
+            keys = ["temperature", "concurrency"] if "temperature" in self.load else ["concurrency"]
+            for key, g in self.load.groupby(keys):
+                t, lvl = (
+                    key if len(keys) == 2 else (None, key[0] if isinstance(key, tuple) else key)
+                )
                 r = {row.arm: row for row in g.itertuples()}
                 if "a" in r and "b" in r and r["a"].tokens_per_s > 0:
+                    at = "" if t is None else f"T={t:g} "
                     lines.append(
-                        f"load c={lvl}: throughput {a.name} {r['a'].tokens_per_s:.1f} tok/s, "
+                        f"load {at}c={lvl}: throughput {a.name} {r['a'].tokens_per_s:.1f} tok/s, "
                         f"{b.name} {r['b'].tokens_per_s:.1f} tok/s "
                         f"(x{r['b'].tokens_per_s / r['a'].tokens_per_s:.2f}); median TTFT "
                         f"{r['a'].ttft_p50 * 1e3:.0f} / {r['b'].ttft_p50 * 1e3:.0f} ms"
                     )
+            for c in self.crossovers:
+                lines.append(f"crossover: {c.statement()}")
+        lines += self.counter_lines()
         return "\n".join(lines)
+
+    def counter_lines(self) -> list[str]:
+        """What the engines say about their speculation, next to the audit's own counts."""
+        lines = []
+        names = {"a": self.endpoints[0].name, "b": self.endpoints[1].name}
+        if self.shared_server and self.engine_counters:
+            lines.append("A and B are one server: its counters below cover both arms' requests")
+        for row in self.acceptance_rows():
+            text = f"{names.get(row['arm'], row['arm'])}, {row['phase']}: "
+            text += row["engine_statement"] or "engine counters: not read"
+            if row["response_draft_tokens"] is not None:
+                text += (
+                    f"; the audit's responses (timings): {row['response_draft_tokens']} draft "
+                    f"tokens, acceptance rate {row['response_accept_rate']:.3f}"
+                )
+            if row["client_tokens_per_step"] is not None:
+                implied = row["engine_tokens_per_step"]
+                text += (
+                    "; tokens per verification step: "
+                    + ("" if implied is None else f"{implied:.2f} implied by the counters, ")
+                    + f"{row['client_tokens_per_step']:.2f} measured by the client (stream "
+                    "bursts)"
+                )
+            lines.append(text)
+        return lines
 
     def figures(self) -> dict[str, Any]:
         """Plotly figures: first-token bars, p-value QQ, TV per position, load curves."""
@@ -111,16 +313,28 @@ class AuditReport:
             "verdict": self.verdict,
             "alpha": self.alpha,
             "n_samples": self.n_samples,
+            "n_prompts": len(self.config.prompts),
+            "temperature": self.config.temperature,
+            "top_p": self.config.top_p,
             "n_tests": int(len(self.tests)),
             "min_holm": float(self.tests.holm.min()),
             "min_detectable_tv": self.min_detectable_tv,
             "power_statement": self.power_statement,
             "numerics": self.numerics_statement,
+            "logprob_note": self.logprob_note,
             "greedy_verdict": self.greedy_verdict,
             "greedy_exact_match_rate": None
             if self.greedy is None
             else self.greedy.exact_match_rate,
             "load": [] if self.load is None else self.load.to_dict(orient="records"),
+            "crossovers": [c.to_json() for c in self.crossovers],
+            "engine_counters": {
+                arm: {phase: c.to_json() for phase, c in phases.items()}
+                for arm, phases in self.engine_counters.items()
+            },
+            "response_counters": self.response_counters,
+            "acceptance": self.acceptance_rows(),
+            "api": self.config.api,
             "endpoints": [asdict(e) | {"api_key": None} for e in self.endpoints],
             "seconds": self.seconds,
         }

@@ -16,9 +16,16 @@ off (the reference) and ``b`` with it on -- :func:`audit`
    power statement says which first-token TV these samples would have caught;
 4. a greedy identity report at temperature 0 (first divergence and the reference's top-1/top-2
    logprob margin there: a near tie is "numerics", a clear margin a "bug");
-5. a load sweep with streaming at several concurrency levels: TTFT, inter-token latency,
-   completion time and throughput for both configurations;
-6. writes ``out_dir/report.html`` (self-contained: plotly.js inlined) and
+5. a load sweep with streaming at several concurrency levels (and one or more
+   temperatures): TTFT, inter-token latency, completion time, throughput, client-side tokens
+   per verification step for both configurations, and the crossover -- the concurrency where
+   speculation stops paying;
+6. reads each server's own speculation counters (Prometheus ``/metrics``: vLLM, SGLang,
+   llama.cpp names, :mod:`specviz.audit.counters`) before and after each phase and reports
+   the difference -- acceptance rate, mean acceptance length, per-position acceptance --
+   next to the audit's own measurements ("engine counters: not published" when a server has
+   none);
+7. writes ``out_dir/report.html`` (self-contained: plotly.js inlined) and
    ``out_dir/summary.json``.
 
 Outcomes are the token *pieces* the server reports in its logprobs (an API exposes no ids).
@@ -26,11 +33,12 @@ Pieces that several ids share are merged identically in both arms, which keeps t
 valid (a function of the outcome) at a small loss of power. With ``outcome="text"`` the
 sampled requests ask for no logprobs and positions are client-side pieces of the text
 (:func:`specviz.audit_client.split_text`) -- any function of the output text is a valid
-outcome, and servers whose logprobs are expensive (llama-cpp-python sorts the whole vocabulary
-in Python for every token) answer 3x faster; the logprob KS/AD tests are then skipped. A randomized PIT test needs the
+outcome, and servers whose logprobs are expensive or missing can be audited; the logprob KS/AD
+tests are then skipped (as they are when a server reports logprobs it did not compute). A randomized PIT test needs the
 whole next-token law and is not possible over this API.
 
-Example (two llama.cpp servers, prompt lookup off / on)::
+Example (two llama.cpp servers, n-gram lookup off / on; ``api="chat"`` for
+``/v1/chat/completions``)::
 
     from specviz.audit import audit
     report = audit("http://127.0.0.1:8080", "http://127.0.0.1:8081",
@@ -57,6 +65,8 @@ from ..checks.report import verdict as report_verdict
 from ..checks.sequences import LogprobNumerics, sequence_tests
 from .client import AuditError, Completion, Endpoint, complete, preflight, stream
 from .config import _SEED_ARM, _SEED_PROMPT, ARMS, AuditConfig
+from .counters import EngineCounters, EngineSnapshot, counter_delta, fetch_snapshot
+from .counters import response_counters as _response_counters
 from .report import AuditReport
 
 __all__ = ["AuditConfig", "AuditReport", "AuditError", "Endpoint", "audit", "run_audit"]
@@ -129,7 +139,41 @@ def _record(kind: str, arm: str, prompt: int, index: int, seed: int | None, c: C
         "top": list(c.top) if kind == "greedy" else None,
         "finish_reason": c.finish_reason,
         "seconds": round(c.seconds, 5),
+        "draft_n": c.draft_tokens,
+        "draft_n_accepted": c.draft_accepted,
+        # tokens whose logprob came without the requested alternatives: the server did not
+        # compute it (llama.cpp's speculative path reports 0.0 for them)
+        "unreported": sum(1 for t in c.top if not t) if c.logprobs else 0,
     }
+
+
+@dataclass
+class _Counters:
+    """Engine counters (snapshot differences) and the audit's own per-response draft counts,
+    per arm and phase, for the requests this run sent."""
+
+    engine: dict[str, dict[str, EngineCounters]] = field(default_factory=dict)
+    own: dict[str, dict[str, list[tuple[int | None, int | None]]]] = field(default_factory=dict)
+
+    def put(self, arm: str, phase: str, before: EngineSnapshot, after: EngineSnapshot) -> None:
+        self.engine.setdefault(arm, {})[phase] = counter_delta(before, after)
+
+    def note(self, arm: str, phase: str, draft: tuple[int | None, int | None]) -> None:
+        self.own.setdefault(arm, {}).setdefault(phase, []).append(draft)
+
+    def own_summary(self) -> dict[str, dict[str, dict[str, Any]]]:
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for arm, phases in self.own.items():
+            for phase, pairs in phases.items():
+                summary = _response_counters([p[0] for p in pairs], [p[1] for p in pairs])
+                if summary:
+                    out.setdefault(arm, {})[phase] = summary
+        return out
+
+
+async def _snapshot(ep: Endpoint) -> EngineSnapshot:
+    async with ep.client(concurrency=1) as client:
+        return await fetch_snapshot(client, ep.metrics_endpoint())
 
 
 async def _gather_bounded(jobs: list, concurrency: int, desc: str, progress: bool) -> None:
@@ -163,9 +207,16 @@ async def _gather_bounded(jobs: list, concurrency: int, desc: str, progress: boo
 
 
 async def _sample_arm(
-    cfg: AuditConfig, arm: str, ep: Endpoint, raw: _Raw, progress: bool, greedy_lp: bool
+    cfg: AuditConfig,
+    arm: str,
+    ep: Endpoint,
+    raw: _Raw,
+    progress: bool,
+    greedy_lp: bool,
+    counters: _Counters,
 ) -> None:
     lp = 1 if cfg.outcome == "tokens" else None
+    samples_phase = f"samples T={cfg.temperature:g}"
     async with ep.client(concurrency=cfg.concurrency) as client:
         jobs = []
         for pi, prompt in enumerate(cfg.prompts):
@@ -186,11 +237,14 @@ async def _sample_arm(
                         seed=seed,
                         logprobs=lp,
                         retries=cfg.retries,
+                        api=cfg.api,
                     )
                     raw.add(_record("sample", arm, pi, j, seed, c))
+                    counters.note(arm, samples_phase, (c.draft_tokens, c.draft_accepted))
 
                 jobs.append(job)
         resumed = len(cfg.prompts) * cfg.n_samples - len(jobs)
+        before = await _snapshot(ep)
         try:
             await _gather_bounded(jobs, cfg.concurrency, f"sampling {ep.name}", progress)
         except AuditError as err:
@@ -200,6 +254,9 @@ async def _sample_arm(
                 f"{ep.name} are complete and saved in {raw.path}; incomplete ones were not "
                 f"counted; rerun the same command to resume ({resumed} were resumed this time))"
             ) from err
+        after = await _snapshot(ep)
+        if jobs:
+            counters.put(arm, samples_phase, before, after)
         if not cfg.greedy:
             return
         gjobs = []
@@ -217,20 +274,29 @@ async def _sample_arm(
                     seed=cfg.seed,
                     logprobs=2 if greedy_lp else None,
                     retries=cfg.retries,
+                    api=cfg.api,
                 )
                 raw.add(_record("greedy", arm, pi, 0, None, c))
+                counters.note(arm, "greedy T=0", (c.draft_tokens, c.draft_accepted))
 
             gjobs.append(gjob)
         await _gather_bounded(gjobs, cfg.concurrency, f"greedy {ep.name}", progress)
+        if gjobs:
+            counters.put(arm, "greedy T=0", after, await _snapshot(ep))
 
 
 async def _sample(
-    cfg: AuditConfig, eps: dict[str, Endpoint], raw: _Raw, progress: bool, greedy_lp: bool
+    cfg: AuditConfig,
+    eps: dict[str, Endpoint],
+    raw: _Raw,
+    progress: bool,
+    greedy_lp: bool,
+    counters: _Counters,
 ) -> None:
     """Both arms at once (interleaved in time, so slow drift of a shared machine hits both
     alike); the first failure stops both, what finished is on disk."""
     await asyncio.gather(
-        *(_sample_arm(cfg, arm, eps[arm], raw, progress, greedy_lp) for arm in ARMS)
+        *(_sample_arm(cfg, arm, eps[arm], raw, progress, greedy_lp, counters) for arm in ARMS)
     )
 
 
@@ -245,6 +311,26 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
     mdts: list[float] = []
     numerics: list[LogprobNumerics | None] = []
     first: tuple = ((), np.zeros(0), np.zeros(0))
+    logprob_note = None
+    use_logprobs = cfg.outcome == "tokens"
+    if use_logprobs:
+        bad = []
+        for arm in ARMS:
+            recs = [r for k, r in raw.samples.items() if k[0] == arm]
+            n_tok = sum(len(r["tokens"]) for r in recs)
+            n_bad = sum(r.get("unreported", 0) for r in recs)
+            if n_bad:
+                bad.append(
+                    f"{arm.upper()} reported no logprob for {n_bad} of its {n_tok} sampled tokens"
+                )
+        if bad:
+            use_logprobs = False
+            logprob_note = (
+                "; ".join(bad) + " (logprob 0.0 without the requested alternatives: the server "
+                "did not compute them -- llama.cpp does this for tokens of its speculative "
+                "path). The logprob KS/AD tests compare reported numbers, so they are skipped; "
+                "the token tests are unaffected."
+            )
 
     for pi in range(len(cfg.prompts)):
         arms = {arm: [raw.samples[(arm, pi, j)] for j in range(cfg.n_samples)] for arm in ARMS}
@@ -261,7 +347,7 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
             alpha=cfg.alpha,
             rng=rng,
             n_boot=cfg.n_boot,
-            logprobs=(lp["a"], lp["b"]) if cfg.outcome == "tokens" else None,
+            logprobs=(lp["a"], lp["b"]) if use_logprobs else None,
             between="configurations",
         )
         numerics.append(seq_tests.numerics)
@@ -282,7 +368,16 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
     mdt, statement = power_statement(
         mdts, cfg.n_samples, cfg.alpha, len(tests), per="configuration and prompt"
     )
-    return verdict, tests, pd.DataFrame(tv_rows), mdt, statement, first, tuple(numerics)
+    return (
+        verdict,
+        tests,
+        pd.DataFrame(tv_rows),
+        mdt,
+        statement,
+        first,
+        tuple(numerics),
+        logprob_note,
+    )
 
 
 def _greedy(cfg: AuditConfig, raw: _Raw) -> stats.GreedyConsistencyResult:
@@ -304,11 +399,13 @@ def _greedy(cfg: AuditConfig, raw: _Raw) -> stats.GreedyConsistencyResult:
         margins.append(margin)
         shared = len(ta) if d is None else d
         la, lb = ra["logprobs"][:shared], rb["logprobs"][:shared]
-        gaps.append(
-            max((abs(x - y) for x, y in zip(la, lb, strict=False)), default=0.0)
-            if la and lb
-            else None
-        )
+        # positions whose logprob came without alternatives were not computed: leave them out
+        ok = [
+            i
+            for i in range(min(len(la), len(lb)))
+            if (not ra["top"] or ra["top"][i]) and (not rb["top"] or rb["top"][i])
+        ]
+        gaps.append(max((abs(la[i] - lb[i]) for i in ok), default=None) if la and lb else None)
     result = stats.greedy_consistency(refs, cands, margins, near_tie=cfg.near_tie)
     return result, tuple(gaps)
 
@@ -316,8 +413,11 @@ def _greedy(cfg: AuditConfig, raw: _Raw) -> stats.GreedyConsistencyResult:
 # ------------------------------------------------------------------------------ load sweep
 
 
-async def _load_level(ep: Endpoint, cfg: AuditConfig, level: int, prompts: Sequence[str]):
+async def _load_level(
+    ep: Endpoint, cfg: AuditConfig, level: int, prompts: Sequence[str], temperature: float
+):
     n = max(cfg.load_requests, level)
+    sampled = temperature > 0
     timings: list[Any] = []
     async with ep.client(concurrency=level) as client:
         sem = asyncio.Semaphore(level)
@@ -329,14 +429,19 @@ async def _load_level(ep: Endpoint, cfg: AuditConfig, level: int, prompts: Seque
                     ep,
                     prompts[i % len(prompts)],
                     max_tokens=cfg.load_max_tokens,
-                    temperature=cfg.load_temperature,
+                    temperature=temperature,
+                    top_p=cfg.top_p if sampled else None,
+                    top_k=cfg.top_k if sampled else None,
                     seed=cfg.seed + i,
                     retries=0,
+                    api=cfg.api,
                 )
 
+        before = await _snapshot(ep)
         t0 = time.perf_counter()
         results = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
         wall = time.perf_counter() - t0
+        engine = counter_delta(before, await _snapshot(ep))
     errors = [r for r in results if isinstance(r, BaseException)]
     timings = [r for r in results if not isinstance(r, BaseException)]
     ttft = np.array([t.ttft for t in timings]) if timings else np.array([np.nan])
@@ -348,7 +453,10 @@ async def _load_level(ep: Endpoint, cfg: AuditConfig, level: int, prompts: Seque
         itl = np.array([np.nan])
     total = np.array([t.total for t in timings]) if timings else np.array([np.nan])
     tokens = sum(t.tokens for t in timings)
+    bursts = sum(t.bursts() for t in timings)
+    own = _response_counters([t.draft_tokens for t in timings], [t.draft_accepted for t in timings])
     row = dict(
+        temperature=temperature,
         concurrency=level,
         requests=n,
         ok=len(timings),
@@ -363,35 +471,60 @@ async def _load_level(ep: Endpoint, cfg: AuditConfig, level: int, prompts: Seque
         tokens_per_s=tokens / wall if timings else 0.0,
         requests_per_s=len(timings) / wall,
         wall_s=wall,
+        # client-side: tokens per burst of chunks (one verification step); 1 without speculation
+        tokens_per_step=tokens / bursts if bursts else np.nan,
+        engine_accept_rate=_nan(engine.acceptance_rate),
+        engine_accept_length=_nan(engine.mean_acceptance_length),
+        response_accept_rate=own.get("acceptance_rate", np.nan),
     )
-    return row, errors
+    return row, errors, timings
 
 
-async def _load_sweep(cfg: AuditConfig, eps: dict[str, Endpoint], progress: bool):
+def _nan(x: float | None) -> float:
+    return np.nan if x is None else float(x)
+
+
+async def _load_sweep(
+    cfg: AuditConfig, eps: dict[str, Endpoint], progress: bool, counters: _Counters
+):
     import pandas as pd
 
     prompts = cfg.load_prompts or cfg.prompts
     rows = []
-    bar = tqdm(total=2 * len(cfg.load_levels), desc="load sweep", disable=not progress, leave=False)
-    for arm in ARMS:
-        ep = eps[arm]
-        # one warm-up request so the first level does not pay for cold caches
-        async with ep.client(concurrency=1) as client:
-            await stream(
-                client, ep, prompts[0], max_tokens=4, temperature=cfg.load_temperature, retries=2
-            )
-        for level in cfg.load_levels:
-            row, errors = await _load_level(ep, cfg, level, prompts)
-            if errors and not row["ok"]:
-                raise AuditError(
-                    f"load sweep: every request to {ep.name} at concurrency {level} failed; "
-                    f"first error: {errors[0]}"
+    temps = cfg.load_temperatures
+    total = 2 * len(cfg.load_levels) * len(temps)
+    bar = tqdm(total=total, desc="load sweep", disable=not progress, leave=False)
+    for temperature in temps:
+        phase = f"load T={temperature:g}"
+        for arm in ARMS:
+            ep = eps[arm]
+            # one warm-up request so the first level does not pay for cold caches
+            async with ep.client(concurrency=1) as client:
+                await stream(
+                    client,
+                    ep,
+                    prompts[0],
+                    max_tokens=4,
+                    temperature=temperature,
+                    retries=2,
+                    api=cfg.api,
                 )
-            row["arm"] = arm
-            row["endpoint"] = ep.name
-            row["first_error"] = str(errors[0])[:200] if errors else ""
-            rows.append(row)
-            bar.update(1)
+            start = await _snapshot(ep)
+            for level in cfg.load_levels:
+                row, errors, timings = await _load_level(ep, cfg, level, prompts, temperature)
+                for t in timings:
+                    counters.note(arm, phase, (t.draft_tokens, t.draft_accepted))
+                if errors and not row["ok"]:
+                    raise AuditError(
+                        f"load sweep: every request to {ep.name} at concurrency {level} failed; "
+                        f"first error: {errors[0]}"
+                    )
+                row["arm"] = arm
+                row["endpoint"] = ep.name
+                row["first_error"] = str(errors[0])[:200] if errors else ""
+                rows.append(row)
+                bar.update(1)
+            counters.put(arm, phase, start, await _snapshot(ep))
     bar.close()
     return pd.DataFrame(rows)
 
@@ -415,16 +548,17 @@ async def run_audit(
     if a.name == b.name:
         b = Endpoint(**{**asdict(b), "label": b.name + " (B)"})
     eps = {"a": a, "b": b}
-    info = await preflight(a, b, cfg.prompts[0], need_logprobs=cfg.outcome == "tokens")
+    info = await preflight(a, b, cfg.prompts[0], need_logprobs=cfg.outcome == "tokens", api=cfg.api)
     out = Path(out_dir) if out_dir is not None else None
     raw = _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(a, b))
     # Greedy margins need top-2 logprobs; ask for them whenever both servers give them.
     greedy_lp = all("probe_top" in info[e.name] for e in (a, b))
-    await _sample(cfg, eps, raw, progress, greedy_lp)
+    counters = _Counters()
+    await _sample(cfg, eps, raw, progress, greedy_lp, counters)
     rng = np.random.default_rng(cfg.seed)
-    verdict, tests, tv, mdt, statement, first, numerics = _tests(cfg, raw, rng)
+    verdict, tests, tv, mdt, statement, first, numerics, logprob_note = _tests(cfg, raw, rng)
     greedy, gaps = _greedy(cfg, raw) if cfg.greedy else (None, ())
-    load = await _load_sweep(cfg, eps, progress) if cfg.load_levels else None
+    load = await _load_sweep(cfg, eps, progress, counters) if cfg.load_levels else None
     report = AuditReport(
         verdict=verdict,
         alpha=cfg.alpha,
@@ -443,6 +577,10 @@ async def run_audit(
         seconds=time.perf_counter() - t0,
         out_dir=None if out is None else str(out),
         numerics=numerics,
+        engine_counters=counters.engine,
+        response_counters=counters.own_summary(),
+        shared_server=a.metrics_endpoint() == b.metrics_endpoint(),
+        logprob_note=logprob_note,
     )
     if out is not None:
         report.to_html(out / "report.html")

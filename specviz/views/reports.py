@@ -56,7 +56,6 @@ def consistency_figures(report: Any) -> dict[str, Any]:
 def audit_figures(report: Any) -> dict[str, Any]:
     """Plotly figures: first-token bars, p-value QQ, TV per position, load curves."""
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
     a, b = report.endpoints
     figs: dict[str, Any] = {}
@@ -112,33 +111,70 @@ def audit_figures(report: Any) -> dict[str, Any]:
         )
         figs["tv"] = tv_fig
     if report.load is not None and len(report.load):
-        panels = [
-            ("ttft_p50", "TTFT p50 (s)"),
-            ("itl_p50", "inter-token latency p50 (s)"),
-            ("completion_p50", "completion time p50 (s)"),
-            ("tokens_per_s", "throughput (tokens/s)"),
-        ]
-        load = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in panels])
+        figs["load"] = _load_figure(report)
+    return figs
+
+
+def _load_figure(report: Any) -> Any:
+    """Load curves of both configurations (one dash style per load temperature), the speed-up
+    of B over A (the crossover is where it falls through 1) and tokens per verification step
+    seen from the client."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    a, b = report.endpoints
+    table = report.load
+    if "temperature" not in table:
+        table = table.assign(temperature=report.config.load_temperatures[0])
+    panels = [
+        ("ttft_p50", "TTFT p50 (s)"),
+        ("itl_p50", "inter-token latency p50 (s)"),
+        ("completion_p50", "completion time p50 (s)"),
+        ("tokens_per_s", "throughput (tokens/s)"),
+        (None, "speed-up of B over A (1 = break-even)"),
+        ("tokens_per_step", "tokens per verification step (client-side)"),
+    ]
+    fig = make_subplots(rows=3, cols=2, subplot_titles=[t for _, t in panels])
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    temps = sorted(set(table.temperature))
+    for ti, t in enumerate(temps):
+        dash = dashes[ti % len(dashes)]
+        at = f" T={t:g}" if len(temps) > 1 else ""
         for arm, ep, color in (("a", a, "#1f77b4"), ("b", b, "#d62728")):
-            g = report.load[report.load.arm == arm].sort_values("concurrency")
+            g = table[(table.arm == arm) & (table.temperature == t)].sort_values("concurrency")
             for i, (col, _) in enumerate(panels):
-                load.add_trace(
+                if col is None:
+                    continue
+                fig.add_trace(
                     go.Scatter(
                         x=g.concurrency,
                         y=g[col],
                         mode="lines+markers",
-                        name=f"{ep.name} ({'off' if arm == 'a' else 'on'})",
-                        legendgroup=arm,
+                        name=f"{ep.name} ({'off' if arm == 'a' else 'on'}){at}",
+                        legendgroup=f"{arm}{t}",
                         showlegend=i == 0,
-                        line={"color": color},
+                        line={"color": color, "dash": dash},
                     ),
                     row=i // 2 + 1,
                     col=i % 2 + 1,
                 )
-        load.update_xaxes(title_text="concurrent requests", type="log")
-        load.update_layout(title="Load sweep (streaming)", height=700)
-        figs["load"] = load
-    return figs
+    for c in report.crossovers:
+        dash = dashes[temps.index(c.temperature) % len(dashes)] if c.temperature in temps else None
+        fig.add_trace(
+            go.Scatter(
+                x=list(c.levels),
+                y=list(c.speedups),
+                mode="lines+markers",
+                name=f"speed-up, {c.metric}" + (f" T={c.temperature:g}" if len(temps) > 1 else ""),
+                line={"dash": dash, "color": "#2ca02c" if "throughput" in c.metric else "#9467bd"},
+            ),
+            row=3,
+            col=1,
+        )
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": "gray"}, row=3, col=1)
+    fig.update_xaxes(title_text="concurrent requests", type="log")
+    fig.update_layout(title="Load sweep (streaming)", height=1000)
+    return fig
 
 
 def audit_html(report: Any, path: str | Path) -> Path:
@@ -163,6 +199,35 @@ def audit_html(report: Any, path: str | Path) -> Path:
         f"<pre>{html.escape(report.summary())}</pre>",
         f"<p><b>Power.</b> {html.escape(report.power_statement)}</p>",
     ]
+    if getattr(report, "logprob_note", None):
+        parts.append(f"<p><b>Reported logprobs.</b> {html.escape(report.logprob_note)}</p>")
+    crossovers = getattr(report, "crossovers", ())
+    if crossovers:
+        parts.append("<h2>Crossover: where speculation stops paying</h2><ul>")
+        parts += [f"<li>{html.escape(c.statement())}</li>" for c in crossovers]
+        parts.append("</ul>")
+    rows = report.acceptance_rows() if hasattr(report, "acceptance_rows") else []
+    if rows:
+        import pandas as pd
+
+        parts.append(
+            "<h2>Engine counters vs the audit's own measurements</h2><p>Engine: the "
+            "difference of the server's <code>/metrics</code> before and after each phase. "
+            "Responses: the audit's sum of per-response draft counts (llama.cpp "
+            "<code>timings.draft_n</code>). Tokens per verification step over a load phase: "
+            "implied by the engine's counters (tokens / (tokens - accepted)) and measured by "
+            "the client (tokens / bursts of streamed chunks). The mean acceptance length "
+            "(1 + accepted / drafts) counts only the steps that had a draft.</p>"
+        )
+        cols = ["arm", "phase", "engine", "engine_drafts", "engine_accept_rate"]
+        cols += ["engine_accept_length", "engine_per_position", "response_draft_tokens"]
+        cols += ["response_accept_rate", "engine_tokens_per_step", "client_tokens_per_step"]
+        parts.append(pd.DataFrame(rows)[cols].to_html(index=False, float_format="%.3f"))
+        parts.append(
+            "<ul>"
+            + "".join(f"<li>{html.escape(r['engine_statement'] or '')}</li>" for r in rows)
+            + "</ul>"
+        )
     figs = audit_figures(report)
     first = True
     for fig in figs.values():

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from specviz.memo import MemoLM
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One worker per core (make test): a second intra-op thread per worker would only compete.
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

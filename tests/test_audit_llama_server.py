@@ -102,9 +102,12 @@ def _check_report(report, out, spec_arm_label: str) -> None:
     assert own["draft_tokens"] == b_samples.draft_tokens
     assert own["accepted"] == b_samples.accepted
     assert "a" not in report.response_counters  # no speculation, no draft counts
-    # client side: the plain server sends one token per step
+    # client side: the plain server sends one token per step. The estimate is timing-based
+    # (chunks closer than 0.2x the request's p90 gap count as one burst): on a loaded 2-core
+    # machine a few plain chunks arrive together (1.17 seen in CI with a second test worker),
+    # so the bound is loose; an estimator that merged steps would give 2 or more.
     a0 = load[(load.arm == "a") & (load.temperature == 0) & (load.concurrency == 1)]
-    assert float(a0.tokens_per_step.iloc[0]) == pytest.approx(1.0, abs=0.05)
+    assert 1.0 <= float(a0.tokens_per_step.iloc[0]) < 1.4
     page = (out / "report.html").read_text()
     assert "Verdict: " in page and "Power." in page and "Load sweep" in page
     assert "Engine counters vs the audit" in page and spec_arm_label in page

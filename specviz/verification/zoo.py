@@ -472,6 +472,13 @@ def stated_tree_setting() -> tuple[Any, Any, tuple[int, ...], SamplingParams]:
     return target, draft, (1,), SamplingParams(True, 1.0)
 
 
+def _sample_size_cells(row: Any) -> tuple[str, str]:
+    """A table row's one- and two-sample sizes as table cells ("-" for a lossless rule)."""
+    return tuple(
+        "-" if math.isinf(n) else f"{int(n):,}" for n in (row.n_one_sample, row.n_two_sample)
+    )
+
+
 def markdown_table_trees(alpha: float = 0.01, power: float = 0.9, children: int = 3) -> str:
     """The stated tree table (docs/bug_zoo.md), on :func:`stated_tree_setting`, 3 children."""
     target, draft, context, params = stated_tree_setting()
@@ -482,8 +489,7 @@ def markdown_table_trees(alpha: float = 0.01, power: float = 0.9, children: int 
         "|---|---|---:|---:|---:|---|",
     ]
     for name, row in table.iterrows():
-        n1 = "-" if math.isinf(row.n_one_sample) else f"{int(row.n_one_sample):,}"
-        n2 = "-" if math.isinf(row.n_two_sample) else f"{int(row.n_two_sample):,}"
+        n1, n2 = _sample_size_cells(row)
         lines.append(f"| `{name}` | {row.sampling} | {row.tv:.4f} | {n1} | {n2} | {row.mistake} |")
     return "\n".join(lines)
 
@@ -499,8 +505,7 @@ def markdown_table(alpha: float = 0.01, power: float = 0.9) -> str:
         "|---|---:|---:|---:|---|",
     ]
     for name, row in table.iterrows():
-        n1 = "-" if math.isinf(row.n_one_sample) else f"{int(row.n_one_sample):,}"
-        n2 = "-" if math.isinf(row.n_two_sample) else f"{int(row.n_two_sample):,}"
+        n1, n2 = _sample_size_cells(row)
         lines.append(f"| `{name}` | {row.tv:.4f} | {n1} | {n2} | {row.mistake} |")
     return "\n".join(lines)
 
@@ -648,8 +653,7 @@ def markdown_table_cross_vocab(alpha: float = 0.01, power: float = 0.9) -> str:
         "|---|---:|---:|---:|---|",
     ]
     for name, row in table.iterrows():
-        n1 = "-" if math.isinf(row.n_one_sample) else f"{int(row.n_one_sample):,}"
-        n2 = "-" if math.isinf(row.n_two_sample) else f"{int(row.n_two_sample):,}"
+        n1, n2 = _sample_size_cells(row)
         lines.append(f"| `{name}` | {row.tv:.4f} | {n1} | {n2} | {row.mistake} |")
     return "\n".join(lines)
 

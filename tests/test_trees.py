@@ -50,6 +50,51 @@ def test_tree_draft_validates_its_shape():
     assert tree.path_to(2) == [0, 2]
 
 
+def test_a_reranked_dynamic_tree_keeps_the_best_paths_and_drawn_siblings_stay_whole():
+    """EAGLE-2's rerank: the kept nodes are exactly the ``budget`` candidates with the highest
+    path probability, parents before children; drawn siblings are never pruned by value."""
+    from specviz.drafting.trees import grow_dynamic
+
+    g = torch.Generator().manual_seed(0)
+    laws = {}
+
+    def law_of(path):  # a fixed, path-dependent law over 6 tokens
+        if path not in laws:
+            laws[path] = torch.softmax(torch.randn(6, generator=g) * 2, -1)
+        return laws[path]
+
+    def path(tokens, parents, i):
+        out = []
+        while i >= 0:
+            out.append(tokens[i])
+            i = parents[i]
+        return tuple(reversed(out))
+
+    def expand(tokens, parents, nodes):
+        return [law_of(path(tokens, parents, i)) for i in nodes]
+
+    toks, pars, _ = grow_dynamic(law_of(()), expand, 3, 7, 3, 4, "deterministic", g)
+    assert len(toks) == 7 and all(p < i for i, p in enumerate(pars))
+
+    def score(tokens, parents, i):
+        s, p = 1.0, path(tokens, parents, i)
+        for d in range(len(p)):
+            s *= float(law_of(p[:d])[p[d]])
+        return s
+
+    kept = sorted(score(toks, pars, i) for i in range(7))
+    # every candidate the full expansion could have made, scored the same way
+    full_t, full_p, _ = grow_dynamic(law_of(()), expand, 3, 10**6, 3, 4, "deterministic", g,
+                                     rerank=False)  # fmt: skip
+    best = sorted(score(full_t, full_p, i) for i in range(len(full_t)))[-7:]
+    assert kept == pytest.approx(best)
+    with pytest.raises(ValueError, match="only for deterministic"):
+        grow_dynamic(law_of(()), expand, 3, 7, 3, 4, "independent", g, rerank=True)
+    drawn_t, drawn_p, _ = grow_dynamic(law_of(()), expand, 3, 7, 3, 4, "independent", g)
+    groups = collections.Counter(drawn_p)
+    assert all(n == 3 for parent, n in groups.items() if parent != drawn_p[-1])
+
+
 def test_trees_deeper_than_the_room_left_are_refused():
     class Deep(sv.Drafter):
         proposes_trees = True

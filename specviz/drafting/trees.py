@@ -6,8 +6,10 @@ Siblings are drawn as ``sampling`` says -- independently from the parent's law
 as the top-k candidates (``"deterministic"``) -- and each node reports the law its sibling group
 came from as its ``q_draft`` row, so the verifier (:mod:`specviz.verification.trees`) can keep
 the target's law exactly. With greedy decoding the candidates are the draft's top-k. A dynamic
-tree decides *which nodes get children* from the paths' cumulative draft probability, never
-which drawn siblings to keep, so every sibling group still follows its sampling law.
+tree of drawn siblings decides *which nodes get children* from the paths' cumulative draft
+probability, never which drawn siblings to keep, so every sibling group still follows its
+sampling law; a dynamic tree of top-k candidates is grown wider than its budget and reranked
+(EAGLE-2), since which candidates are verified does not enter the top-k rule's exactness.
 
 The draft model runs on a masked batch cache of one row with tree attention: one draft call per
 tree level (static) or expansion round (dynamic); after proposing, the tree's columns become
@@ -75,11 +77,27 @@ def grow_static(root_law: torch.Tensor, expand: Expand, branching: Sequence[int]
 
 
 def grow_dynamic(root_law: torch.Tensor, expand: Expand, k: int, budget: int, width: int,
-                 depth_cap: int, sampling: str, generator: torch.Generator):  # fmt: skip
-    """An EAGLE-2-style tree of at most ``budget`` nodes: the ``width`` frontier nodes whose
-    paths have the highest cumulative draft probability get ``k`` children each, round after
-    round (one ``expand`` call per round). Which nodes are expanded depends on their paths'
-    probabilities; every expansion adds a whole sibling group, drawn as ``sampling`` says."""
+                 depth_cap: int, sampling: str, generator: torch.Generator,
+                 rerank: bool | None = None):  # fmt: skip
+    """An EAGLE-2-style tree of at most ``budget`` nodes, grown by cumulative draft probability.
+
+    With ``rerank`` (the default for ``"deterministic"`` candidates, as in EAGLE-2, Li et al.
+    2024, section 4): *expand* ``depth_cap`` rounds -- round d gives ``k`` children to each of the
+    ``width`` nodes of depth d with the highest path probability -- then *rerank* every candidate
+    by its path probability and keep the best ``budget``. A child's path probability never
+    exceeds its parent's (ties go to the older node), so the kept nodes form a tree. Which
+    candidates are kept depends only on the draft's laws, so the top-k rule stays exact.
+
+    Without ``rerank`` (always for drawn siblings, whose law a value-dependent pruning would
+    change): the ``width`` frontier nodes with the highest path probability get ``k`` children
+    each, round after round, until ``budget`` nodes; every sibling group is kept whole.
+    One ``expand`` call per round either way."""
+    if rerank is None:
+        rerank = sampling == "deterministic"
+    if rerank and sampling != "deterministic":
+        raise ValueError("rerank prunes sibling groups by value: only for deterministic candidates")
+    if rerank:
+        return _grow_reranked(root_law, expand, k, budget, width, depth_cap)
     tokens: list[int] = []
     parents: list[int] = []
     laws: list[torch.Tensor] = []
@@ -107,6 +125,44 @@ def grow_dynamic(root_law: torch.Tensor, expand: Expand, k: int, budget: int, wi
     return tokens, parents, laws
 
 
+def _grow_reranked(root_law: torch.Tensor, expand: Expand, k: int, budget: int, width: int,
+                   depth_cap: int):  # fmt: skip
+    """EAGLE-2's expand-then-rerank for top-k candidates (see :func:`grow_dynamic`)."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    laws: list[torch.Tensor] = []
+    score: list[float] = []  # path probability under the draft
+    layer = [(-1, root_law, 1.0)]  # (node, its children's law, its path probability)
+    for d in range(depth_cap):
+        new = []
+        for node, law, s in layer:
+            for x in draw_siblings(law, k, "deterministic", None):
+                tokens.append(x)
+                parents.append(node)
+                laws.append(law)
+                score.append(s * float(law[x]))
+                new.append(len(tokens) - 1)
+        if d + 1 >= depth_cap or not new:
+            break
+        # The best ``width`` of this depth grow on; nodes that cannot make the final cut
+        # (fewer than ``budget`` nodes score higher already) are not worth a draft call.
+        best = sorted(new, key=lambda i: (-score[i], i))[:width]
+        cut = sorted(score, reverse=True)[budget - 1] if len(score) >= budget else 0.0
+        best = [i for i in best if score[i] > cut]
+        if not best:
+            break
+        grown = expand(tokens, parents, best)
+        layer = [(i, law, score[i]) for i, law in zip(best, grown, strict=True)]
+    keep = sorted(sorted(range(len(tokens)), key=lambda i: (-score[i], i))[:budget])
+    index = {old: new for new, old in enumerate(keep)}
+    assert all(parents[i] < 0 or parents[i] in index for i in keep), "reranked nodes lost a parent"
+    return (
+        [tokens[i] for i in keep],
+        [-1 if parents[i] < 0 else index[parents[i]] for i in keep],
+        [laws[i] for i in keep],
+    )
+
+
 class TreeDrafter(Drafter):
     """Token trees from a draft model (a causal LM or a toy model).
 
@@ -115,9 +171,10 @@ class TreeDrafter(Drafter):
         branching: static trees: children per node at depths 1, 2, ... (``(4, 2, 1)``: 4
             candidates for the next token, 2 under each, 1 under those: 4 + 8 + 8 = 20 nodes).
         sampling: how siblings are drawn (see :data:`~specviz.drafting.base.SAMPLINGS`).
-        dynamic: grow an EAGLE-2-style tree instead: expand the frontier nodes with the highest
-            cumulative draft probability first, ``branching[0]`` children each, ``width``
-            expansions per draft call, until ``budget`` nodes.
+        dynamic: grow an EAGLE-2-style tree instead (:func:`grow_dynamic`): the ``width``
+            nodes with the highest cumulative draft probability get ``branching[0]`` children
+            each per draft call; deterministic candidates are then reranked to the best
+            ``budget`` nodes, drawn siblings stop at ``budget``.
         budget: node budget of a dynamic tree.
         max_depth: depth cap of a dynamic tree (default: ``len(branching)`` for static trees).
     """

@@ -934,6 +934,7 @@ def load_model(
     trust_remote_code: bool = False,
     progress: bool = True,
     packed: bool = False,
+    keep_dense: bool = True,
 ) -> PreTrainedModel:
     """Load a causal LM in eval mode with gradients off.
 
@@ -942,8 +943,12 @@ def load_model(
     a built-in from its hub id; ``source="local"`` never contacts the hub.
     ``packed=True`` (CPU only) pre-packs the linear weights for oneDNN
     (:func:`specviz.packed.use_packed_weights`): decode steps ~1.6x and verify passes ~2.5x
-    faster, at the cost of a second copy of the linear layers' weights.
+    faster, at the cost of a second copy of the linear layers' weights; with
+    ``keep_dense=False`` the packed copy replaces the dense one wherever nothing else reads it
+    (the stock kernels, training and ``stock_linears`` then raise).
     """
+    if not keep_dense and not packed:
+        raise ValueError("keep_dense=False frees the dense weights after packing: pass packed=True")
     torch_dtype = resolve_dtype(dtype)
     location = _resolve(name_or_path, source, progress)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
@@ -962,7 +967,7 @@ def load_model(
     model.eval()
     model.requires_grad_(False)
     if packed:
-        use_packed_weights(model)
+        use_packed_weights(model, keep_dense=keep_dense)
     return model
 
 
@@ -996,10 +1001,11 @@ def load_pair(
     source: Source = "auto",
     progress: bool = True,
     packed: bool = False,
+    keep_dense: bool = True,
     cross_vocab: str | None = None,
 ) -> ModelPair:
     """Load a target and a draft that share one vocabulary (checked before the weights load).
-    ``packed`` is passed to both :func:`load_model` calls.
+    ``packed`` and ``keep_dense`` are passed to both :func:`load_model` calls.
 
     ``cross_vocab`` lets a draft with another tokenizer propose for the target:
     ``"intersection"`` (token-level intersection: lossless under sampling and greedy) or
@@ -1021,9 +1027,12 @@ def load_pair(
                 f"{draft!r}, cross_vocab='intersection') (token-level intersection, lossless "
                 "under sampling) or cross_vocab='string' (string-level exact match, greedy only)"
             ) from None
+    if not keep_dense and not packed:
+        raise ValueError("keep_dense=False frees the dense weights after packing: pass packed=True")
     target_model = load_model(
-        target, dtype=dtype, device=device, source=source, progress=progress, packed=packed
-    )
+        target, dtype=dtype, device=device, source=source, progress=progress, packed=packed,
+        keep_dense=keep_dense,
+    )  # fmt: skip
     draft_model = load_model(
         draft,
         dtype=dtype if draft_dtype is None else draft_dtype,
@@ -1031,6 +1040,7 @@ def load_pair(
         source=source,
         progress=progress,
         packed=packed,
+        keep_dense=keep_dense,
     )
     if cross_vocab is not None:
         drafter = _CROSS_VOCAB_DRAFTERS[cross_vocab](

@@ -161,3 +161,40 @@ def test_memory_report_counts_the_packed_copy():
     # an early-exit draft shares the target's (packed) layers: counted once
     shared = memory_report(llama, early_exit_model(llama, 1), context_tokens=16)
     assert shared.packed_weights_bytes == after.packed_weights_bytes
+
+
+def test_keep_dense_false_frees_untied_weights_and_keeps_outputs():
+    """The packed copy replaces the dense one (tied weights stay); outputs are unchanged and
+    every path that would read a freed weight raises instead of computing with zeros."""
+    from specviz.core.packed import dense_dropped
+    from specviz.metrics import memory_report, weights_bytes
+
+    llama = random_llama("tiny", seed=0)
+    llama.lm_head.weight = llama.model.embed_tokens.weight  # a tied head, as SmolLM2 and Qwen
+    before = weights_bytes(llama)
+    use_packed_weights(llama)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        ref = llama(ids).logits
+    linear = [m for m in llama.modules() if isinstance(m, nn.Linear)]
+    untied = sum(m.weight.numel() * 4 for m in linear if m is not llama.lm_head)
+    use_packed_weights(llama, keep_dense=False)
+    assert dense_dropped(llama) == len(linear) - 1  # the tied head keeps its dense weight
+    assert llama.lm_head.weight.data_ptr() == llama.model.embed_tokens.weight.data_ptr()
+    with torch.no_grad():
+        torch.testing.assert_close(llama(ids).logits, ref, rtol=0, atol=0)
+    assert before - weights_bytes(llama) >= untied - 4 * len(linear)
+    assert memory_report(llama, context_tokens=16).target_weights_bytes == weights_bytes(llama)
+    out = sv.autoregressive_generate(llama, [1, 2, 3], max_new_tokens=4)
+    assert len(out.new_tokens) == 4
+    with pytest.raises(RuntimeError, match="dense linear weights"), stock_linears(llama):
+        pass
+    with pytest.raises(RuntimeError, match="dense linear weights"):
+        use_packed_weights(llama, False)
+    x = torch.randn(2, 64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="dense linear weights"):
+        llama.model.layers[0].mlp.up_proj(x)
+    from specviz.models import load_model
+
+    with pytest.raises(ValueError, match="pass packed=True"):
+        load_model("smollm2-135m", keep_dense=False)

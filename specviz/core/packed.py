@@ -18,9 +18,13 @@ memory-bound assumption behind Leviathan et al.'s speedup formula holds again.
 
 :func:`use_packed_weights` reorders every ``nn.Linear`` weight of a CPU model once into
 oneDNN's blocked layout and routes the module's forward through
-``torch.ops.mkldnn._linear_pointwise``. The dense weights stay where they are (tied
+``torch.ops.mkldnn._linear_pointwise``. By default the dense weights stay where they are (tied
 embeddings and anything else that reads ``.weight`` keep working), so the packed copy costs
 the linear layers' bytes again; ``use_packed_weights(model, False)`` frees it.
+``keep_dense=False`` frees the dense copy instead wherever nothing else reads it (a weight tied
+to another parameter, such as an output head tied to the embeddings, is kept): the model then
+costs what it cost before packing, and every path that would read a freed dense weight (the
+stock kernels, training, unpacking) raises instead of computing with it.
 
 The packed kernel sums in a different order than sgemm, so logits differ from the stock path
 in the last bits (relative ~1e-6): greedy text can in rare near-ties differ from a run on
@@ -39,6 +43,7 @@ from torch import nn
 
 _PACKED = "_specviz_packed_weight"
 _PAUSED = "_specviz_packed_paused"
+_DROPPED = "_specviz_dense_dropped"
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -55,11 +60,21 @@ def _packable(module: nn.Module) -> bool:
     )
 
 
+def _dense_dropped_error(what: str) -> RuntimeError:
+    return RuntimeError(
+        f"{what} needs the dense linear weights, which were freed after packing "
+        "(load_model(..., packed=True, keep_dense=False) / use_packed_weights(model, "
+        "keep_dense=False)); load the model with keep_dense=True for this"
+    )
+
+
 def _packed_forward(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if module.__dict__.get(_PAUSED, False) or (
         torch.is_grad_enabled() and (x.requires_grad or module.weight.requires_grad)
     ):
         # No autograd formula for the packed op: training and stock runs take F.linear.
+        if module.__dict__.get(_DROPPED, False):
+            raise _dense_dropped_error("the stock F.linear path (stock_linears or autograd)")
         return nn.functional.linear(x, module.weight, module.bias)
     if x.dtype != module.weight.dtype:
         raise TypeError(
@@ -75,15 +90,21 @@ def _packed_linear(
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-def use_packed_weights(model: nn.Module, enabled: bool = True) -> int:
+def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bool = True) -> int:
     """Pack (``enabled=True``) or unpack every CPU ``nn.Linear`` of ``model``, in place.
 
     Returns the number of linear layers now packed. Packing again is a no-op for layers
     already packed; call it after any change to the weights (the packed copy is a snapshot).
+    ``keep_dense=False`` frees each packed layer's dense weight unless another parameter or
+    buffer of ``model`` shares its storage (tied embeddings); the weight becomes a zero-stride
+    placeholder of the same shape and dtype, and paths that need the dense values raise.
     Raises ``ValueError`` for a model with no CPU float32/bfloat16 linear layer (a CUDA model
     has nothing to gain here) and ``RuntimeError`` when PyTorch lacks oneDNN.
     """
     if not enabled:
+        dropped = [m for m in model.modules() if m.__dict__.get(_DROPPED, False)]
+        if dropped:
+            raise _dense_dropped_error("unpacking")
         for module in model.modules():
             if _PACKED in module.__dict__:
                 del module.__dict__[_PACKED]
@@ -106,7 +127,29 @@ def use_packed_weights(model: nn.Module, enabled: bool = True) -> int:
             # count works.
             m.__dict__[_PACKED] = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), 1)
             m.__dict__["forward"] = _packed_forward.__get__(m)
+        if not keep_dense:
+            _drop_dense(model, layers)
     return len(layers)
+
+
+def _drop_dense(model: nn.Module, layers: list[nn.Module]) -> None:
+    uses: dict[int, int] = {}
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers())
+    for _, t in named:
+        ptr = t.untyped_storage().data_ptr()
+        uses[ptr] = uses.get(ptr, 0) + 1
+    for m in layers:
+        w = m.weight
+        if m.__dict__.get(_DROPPED, False) or uses.get(w.untyped_storage().data_ptr(), 0) > 1:
+            continue  # already freed, or tied: something else reads these values
+        placeholder = torch.zeros((), dtype=w.dtype, device=w.device).expand(w.shape)
+        m.weight = nn.Parameter(placeholder, requires_grad=False)
+        m.__dict__[_DROPPED] = True
+
+
+def dense_dropped(model: nn.Module) -> int:
+    """How many linear layers of ``model`` have had their dense weights freed after packing."""
+    return sum(bool(m.__dict__.get(_DROPPED, False)) for m in model.modules())
 
 
 def packed_layers(model: nn.Module) -> int:
@@ -139,6 +182,8 @@ def stock_linears(*models: Any) -> Iterator[None]:
     """Run the block on the stock ``F.linear`` path, keeping the packed copies (benchmarks
     compare transformers on stock kernels with specviz on packed ones, same model objects)."""
     layers = _packed_modules(*models)
+    if any(m.__dict__.get(_DROPPED, False) for m in layers):
+        raise _dense_dropped_error("stock_linears")
     for m in layers:
         m.__dict__[_PAUSED] = True
     try:

@@ -240,17 +240,20 @@ def aggregate(metrics: Sequence[RequestMetrics]) -> AggregateMetrics:
 
 
 def weights_bytes(model: Any) -> int:
-    """Bytes of a model's parameters and buffers (tied weights counted once)."""
+    """Bytes of a model's parameters and buffers as stored (tied weights counted once; a dense
+    weight freed after packing counts only its placeholder's element)."""
     if not isinstance(model, torch.nn.Module):
         return 0
-    seen: set[int] = set()
-    total = 0
+    return sum(_storages(model).values())
+
+
+def _storages(model: torch.nn.Module) -> dict[int, int]:
+    """{storage pointer: bytes} of a model's parameters and buffers."""
+    out: dict[int, int] = {}
     for t in list(model.parameters()) + list(model.buffers()):
-        if t.data_ptr() in seen:
-            continue
-        seen.add(t.data_ptr())
-        total += t.numel() * t.element_size()
-    return total
+        s = t.untyped_storage()
+        out[s.data_ptr()] = s.nbytes()
+    return out
 
 
 def kv_cache_bytes_per_token(config: Any, dtype: torch.dtype | None = None) -> int:
@@ -324,12 +327,8 @@ def memory_report(
     t_bytes = weights_bytes(target)
     d_bytes = 0
     if isinstance(draft_model, torch.nn.Module):
-        t_ptrs = {p.data_ptr() for p in target.parameters()}
-        d_bytes = sum(
-            p.numel() * p.element_size()
-            for p in draft_model.parameters()
-            if p.data_ptr() not in t_ptrs
-        )
+        t_ptrs = _storages(target)
+        d_bytes = sum(n for ptr, n in _storages(draft_model).items() if ptr not in t_ptrs)
     t_kv = kv_cache_bytes_per_token(target.config, _model_dtype(target))
     d_kv = (
         kv_cache_bytes_per_token(draft_model.config, _model_dtype(draft_model))

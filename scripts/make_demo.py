@@ -1,0 +1,85 @@
+"""`make demo`: the per-prompt demo, then every notebook at its demo size, timed.
+
+    .venv/bin/python scripts/make_demo.py [--jobs 2] [--out reports/demo] [--skip-demo]
+
+1. ``python -m specviz demo`` (the default pair, packed weights in place of the dense ones);
+2. every notebook executed with ``SPECVIZ_NB_SMALL=1`` (the small configuration CI runs: same
+   code path, fewer samples and tokens) and exported to offline HTML under ``--out`` (plotly.js
+   inlined, explorers as their static snapshots; see docs/notebooks.md), ``--jobs`` at a time,
+   one torch thread each, with a progress line per notebook;
+3. the wall time, the peak resident memory of the largest process (the demo or a notebook
+   kernel) and each report's size.
+
+Full-size reports are ``make reports``. Exits non-zero if a step fails; a report is written
+only when its notebook ran to the end (nbconvert writes the file after executing it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def nbconvert(path: Path, out: Path) -> tuple[Path, float, int, str]:
+    env = dict(os.environ, SPECVIZ_NB_SMALL="1", OMP_NUM_THREADS="1", PLOTLY_RENDERER="notebook")
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute",
+         "--output-dir", str(out), "--ExecutePreprocessor.timeout=1800",
+         "--ExecutePreprocessor.store_widget_state=False", str(path)],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    return path, time.perf_counter() - t0, proc.returncode, proc.stderr[-2000:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--out", default="reports/demo")
+    ap.add_argument("--skip-demo", action="store_true", help="notebooks only")
+    args = ap.parse_args()
+    out = ROOT / args.out
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    if not args.skip_demo:
+        print("== specviz demo (default pair, packed weights) ==", flush=True)
+        if subprocess.run([sys.executable, "-m", "specviz", "demo"], cwd=ROOT).returncode:
+            print("specviz demo failed", file=sys.stderr)
+            return 1
+        print(f"== demo done in {time.perf_counter() - t_start:.0f} s ==", flush=True)
+    print(f"== {len(NOTEBOOKS)} notebooks at demo size, {args.jobs} at a time ==", flush=True)
+    failed = []
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(nbconvert, p, out) for p in NOTEBOOKS]
+        for done, future in enumerate(as_completed(futures), 1):
+            path, secs, rc, err = future.result()
+            html = out / (path.stem + ".html")
+            size = f"{html.stat().st_size / 2**20:.1f} MB" if rc == 0 and html.exists() else "-"
+            status = "ok" if rc == 0 else "FAILED"
+            print(f"[{done:2d}/{len(NOTEBOOKS)}] {path.name:<42} {status:<6} {secs:5.0f} s  "
+                  f"report {size}", flush=True)  # fmt: skip
+            if rc:
+                failed.append(path.name)
+                print(err, file=sys.stderr)
+    wall = time.perf_counter() - t_start
+    peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # fmt: skip
+    print(f"\nmake demo: {wall / 60:.1f} min wall time, peak RSS {peak / 2**30:.1f} GiB "
+          f"(largest process); reports in {out}")  # fmt: skip
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

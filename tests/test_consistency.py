@@ -85,6 +85,14 @@ def test_toy_lossless_passes_and_reports():
     assert "would be detected with 90% probability" in report.power_statement
     assert set(report.figures()) == {"first_token", "pvalue_qq", "pit"}
 
+    class Letters:  # a tokenizer: the first-token bars show its text, not ids
+        def decode(self, ids, **kw):
+            return "".join("abcdefgh"[i] for i in ids)
+
+    named = report.figures(Letters())["first_token"].data[0].x
+    assert set(named) <= set("abcdefgh") and len(named) > 1
+    assert all(str(x).startswith("#") for x in report.figures()["first_token"].data[0].x)
+
 
 SETTING = dict(temperature=0.7, top_k=20, top_p=0.8)
 

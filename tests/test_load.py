@@ -439,10 +439,11 @@ def test_checklist_advice_follows_the_thresholds():
         ("category a", "speculate with gamma 4"),
         ("category b", "plain decoding"),
         ("category b", "shorten gamma or change the drafter"),
+        ("overall", "not cleared: no greedy check; no statistical check"),  # always last
     ]
     # a higher bar turns category a off too; a lower alarm flags nothing new for a (10%)
     adv = checklist.advise(table, min_speedup=2.0, first_rejection_alarm=0.6)
-    assert [a.action for a in adv] == ["plain decoding", "plain decoding"]
+    assert [a.action for a in adv[:-1]] == ["plain decoding", "plain decoding"]
     xs = [
         find_crossover(
             [1, 4, 16], [1.4, 1.1, 0.7], metric="throughput_tok_s", scenario="concurrency"
@@ -456,7 +457,8 @@ def test_checklist_advice_follows_the_thresholds():
     assert actions[0].startswith("turn speculation off above ~") and "clients" in actions[0]
     assert actions[1] == "keep speculation off"
     assert actions[2].startswith("speculation paid up to 4")
-    assert [a.severity for a in adv[3:]] == ["stop", "stop"]
+    assert [a.severity for a in adv[3:]] == ["stop", "stop", "stop"]
+    assert (adv[-1].scope, adv[-1].action) == ("overall", "do not deploy")
     assert checklist.markdown_table(pd.DataFrame({"x": ["a|b"]})).endswith("| a\\|b |")
 
 

@@ -99,11 +99,12 @@ class ConsistencyReport:
             f" {self.numerics_statement}."
         )
 
-    def figures(self) -> dict[str, Any]:
-        """Observed-vs-reference bars (first token), p-value QQ plot, PIT histogram."""
+    def figures(self, tokenizer: Any = None) -> dict[str, Any]:
+        """Observed-vs-reference bars (first token, labelled by token text when ``tokenizer``
+        is given, else ``#id``), p-value QQ plot, PIT histogram."""
         from ..views.reports import consistency_figures
 
-        return consistency_figures(self)
+        return consistency_figures(self, tokenizer=tokenizer)
 
 
 def _sample_arm(fn, n: int, batch_size: int, seed: int, desc: str, progress: bool, **kw):

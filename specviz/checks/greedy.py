@@ -30,6 +30,39 @@ class GreedyReport:
             return "bug"
         return "numerics" if self.result.n_numerics else "identical"
 
+    def summary(self) -> str:
+        """One readable line: the verdict, how many prompts matched token for token, and where
+        and at which logit margin the others first diverged.
+
+        >>> r = stats.greedy_consistency([[1, 2, 3], [4, 5]], [[1, 2, 3], [4, 6]], [None, 0.01])
+        >>> GreedyReport(r, (), ()).summary()
+        'greedy: numerics -- 1 of 2 prompts identical (50%); prompt 1 diverged at token 1, margin 0.01 (numerics: below 0.05)'
+        """
+        r = self.result
+        head = (
+            f"greedy: {self.verdict} -- {r.n - r.n_bug - r.n_numerics} of {r.n} prompts "
+            f"identical ({r.exact_match_rate:.0%})"
+        )
+        parts = [
+            f"prompt {i} diverged at token {d}, {_divergence(m, v, r.near_tie)}"
+            for i, (d, m, v) in enumerate(
+                zip(r.first_divergence, r.margins, r.verdicts, strict=True)
+            )
+            if d is not None
+        ]
+        shown = parts[:3] + ([f"{len(parts) - 3} more"] if len(parts) > 3 else [])
+        return head + ("; " + "; ".join(shown) if shown else "")
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _divergence(margin: float | None, verdict: str, near_tie: float) -> str:
+    if margin is None:
+        return "no margin computed (bug: an unexplained divergence)"
+    m = "an exact tie (margin 0)" if margin == 0 else f"margin {margin:.3g}"
+    return f"{m} ({verdict}: {'below' if verdict == 'numerics' else 'not below'} {near_tie:g})"
+
 
 @torch.inference_mode()
 def _margin(target: Any, prefix: list[int]) -> float:

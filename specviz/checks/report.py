@@ -13,7 +13,14 @@ import torch
 from .. import stats
 from ..decoding.inputs import check_count, check_probability, prompt_tensor
 
-__all__ = ["check_settings", "power_statement", "prompt_ids", "result_row", "verdict"]
+__all__ = [
+    "check_settings",
+    "outcome_phrase",
+    "power_statement",
+    "prompt_ids",
+    "result_row",
+    "verdict",
+]
 
 
 def check_settings(*, n_samples: Any, alpha: Any, batch_size: Any = 1) -> None:
@@ -100,3 +107,33 @@ def power_statement(
         f"would be detected with 90% probability (alpha={alpha}, two-sample Pearson; before "
         f"the Holm correction over {n_tests} tests)."
     )
+
+
+def outcome_phrase(report: Any) -> str:
+    """A check's ``outcome`` (:attr:`ConsistencyReport.outcome`: the Holm verdict with its
+    power) as a short phrase that never reads as a pass when the samples could not see the
+    stated ``tv_threshold``:
+
+    * "inconsistent (a test rejected at alpha=0.01)";
+    * "consistent (a first-token TV of 0.05 or more would have been seen; threshold 0.1)";
+    * "inconclusive (could not see TV < 0.606)".
+
+    >>> from types import SimpleNamespace as R
+    >>> outcome_phrase(R(outcome="inconclusive", min_detectable_tv=0.6061, tv_threshold=0.1,
+    ...                  alpha=0.01))
+    'inconclusive (could not see TV < 0.606)'
+    >>> outcome_phrase(R(outcome="consistent", min_detectable_tv=0.0412, tv_threshold=0.1,
+    ...                  alpha=0.01))
+    'consistent (a first-token TV of 0.0412 or more would have been seen; threshold 0.1)'
+    """
+    outcome, mdt = report.outcome, report.min_detectable_tv
+    if outcome == "inconsistent":
+        return f"inconsistent (a test rejected at alpha={report.alpha:g})"
+    if outcome == "consistent":
+        return (
+            f"consistent (a first-token TV of {mdt:.3g} or more would have been seen; "
+            f"threshold {report.tv_threshold:g})"
+        )
+    if not math.isfinite(mdt):
+        return "inconclusive (no first-token TV is detectable at this sample size)"
+    return f"inconclusive (could not see TV < {mdt:.3g})"

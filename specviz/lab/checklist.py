@@ -16,7 +16,11 @@ pre-written.
 ...                   "acceptance": [0.3, 0.25], "first_rejection_share": [0.6, 0.65],
 ...                   "tokens_per_call": [1.4, 1.3]})
 >>> [a.action for a in advise(t)]
-['plain decoding', 'shorten gamma or change the drafter']
+['plain decoding', 'shorten gamma or change the drafter', 'not cleared: no greedy check; no statistical check']
+
+A statistical check counts only with its power: pass the ``ConsistencyReport`` itself
+(``advise(t, consistency=report)``); one that could not see its ``tv_threshold`` is
+"inconclusive (could not see TV < x)" and leaves the overall item at "not cleared".
 """
 
 from __future__ import annotations
@@ -197,6 +201,7 @@ def advise(
     crossovers: Sequence[Any] = (),
     greedy_verdict: str | None = None,
     consistency_verdict: str | None = None,
+    consistency: Any = None,
     min_speedup: float = 1.0,
     first_rejection_alarm: float = 0.5,
 ) -> list[Advice]:
@@ -208,7 +213,15 @@ def advise(
       first draft: shorten gamma or change the drafter (claim 10);
     * per load crossover (:class:`specviz.load.Crossover`): the load above which to turn
       speculation off, or that it never paid / always paid in the tested range;
-    * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop.
+    * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop;
+    * the statistical check counts as a pass only with its power: pass the
+      :class:`~specviz.ConsistencyReport` as ``consistency`` (its ``outcome``). A check whose
+      smallest detectable first-token TV is above its ``tv_threshold`` is "inconclusive (could
+      not see TV < x)", a warning, never "OK"; a bare ``consistency_verdict="consistent"``
+      without the report states no power and is not a pass either;
+    * last, one ``"overall"`` item: "do not deploy" on any stop; "not cleared" when the
+      statistical check could not tell at this sample size (or a check is missing); else
+      cleared, per the decisions above.
     """
     out: list[Advice] = []
     spec = table[table.gamma > 0]
@@ -286,20 +299,104 @@ def advise(
         )
     elif greedy_verdict is not None:
         out.append(Advice("consistency", f"greedy check: {greedy_verdict}", "see the report"))
-    if consistency_verdict == "inconsistent":
-        out.append(
-            Advice(
-                "consistency",
-                "do not deploy: sampled outputs are not the target's distribution",
-                "the statistical consistency check rejected at its stated alpha",
-                "stop",
-            )
-        )
-    elif consistency_verdict is not None:
-        out.append(
-            Advice("consistency", f"statistical check: {consistency_verdict}", "see the report")
-        )
+    state, item = _statistical_advice(consistency_verdict, consistency)
+    if item is not None:
+        out.append(item)
+    out.append(_overall(out, greedy_verdict, state, consistency))
     return out
+
+
+def _statistical_advice(verdict: str | None, report: Any) -> tuple[str, Advice | None]:
+    """(state, advice) of the statistical check: state is "inconsistent", "consistent" (no
+    rejection and powered), "inconclusive" (no rejection, underpowered), "unknown power" (a
+    bare "consistent" string) or "not run"."""
+    from ..checks.report import outcome_phrase
+
+    if report is not None:
+        verdict = report.outcome  # the report's own power-aware outcome
+    if verdict is None:
+        return "not run", None
+    if verdict == "inconsistent":
+        reason = "the statistical consistency check rejected at its stated alpha"
+        if report is not None:
+            reason = f"{outcome_phrase(report)}, {report.n_samples} samples per arm"
+        return "inconsistent", Advice(
+            "consistency",
+            "do not deploy: sampled outputs are not the target's distribution",
+            reason,
+            "stop",
+        )
+    if report is None:
+        if verdict == "consistent":
+            return "unknown power", Advice(
+                "consistency",
+                "statistical check: no test rejected, power not stated",
+                "without its detectable TV a pass is not evidence: pass consistency=<the "
+                "ConsistencyReport> to advise()",
+                "warn",
+            )
+        return str(verdict), Advice(
+            "consistency", f"statistical check: {verdict}", "see the report", "warn"
+        )
+    if verdict == "consistent":
+        return "consistent", Advice(
+            "consistency",
+            "statistical check: consistent",
+            f"no test rejected, and a first-token TV of {report.min_detectable_tv:.3g} or more "
+            f"would have been seen (threshold {report.tv_threshold:g}), {report.n_samples} "
+            f"samples per arm",
+        )
+    return "inconclusive", Advice(
+        "consistency",
+        f"statistical check: {outcome_phrase(report)}",
+        f"no test rejected, but {report.n_samples} samples per arm cannot tell a lossless "
+        f"sampler from one off by a first-token TV below the stated threshold "
+        f"{report.tv_threshold:g}: rerun consistency_check with more samples",
+        "warn",
+    )
+
+
+def _overall(out: Sequence[Advice], greedy: str | None, state: str, report: Any) -> Advice:
+    """The one line a reader acts on: any stop wins; a statistical check that could not tell
+    (or a missing check) leaves speculation *not cleared*; else cleared per the decisions."""
+    stops = [a for a in out if a.severity == "stop"]
+    if stops:
+        why = "; ".join(f"{a.scope}: {a.action}" for a in stops)
+        return Advice("overall", "do not deploy", why, "stop")
+    if state == "inconclusive":
+        from ..checks.report import outcome_phrase
+
+        why = "inconclusive"
+        if report is not None:
+            why = f"{outcome_phrase(report)} with {report.n_samples} samples per arm"
+        return Advice(
+            "overall",
+            "not cleared: the statistical check could not tell at this sample size",
+            f"{why}; an inconclusive check is not a pass",
+            "warn",
+        )
+    missing = []
+    if greedy is None:
+        missing.append("no greedy check")
+    if state == "not run":
+        missing.append("no statistical check")
+    elif state == "unknown power":
+        missing.append("the statistical check's power is not stated")
+    elif state != "consistent":
+        missing.append(f"statistical check: {state}")
+    if missing:
+        return Advice("overall", "not cleared: " + "; ".join(missing), "see above", "warn")
+    spec = [a for a in out if a.scope.startswith("category ") and a.action.startswith("speculate")]
+    n_cat = len({a.scope for a in out if a.scope.startswith("category ")})
+    action = "cleared: speculate where the decisions above say so"
+    if n_cat and not spec:
+        action = "cleared, but no category gained: keep plain decoding"
+    return Advice(
+        "overall",
+        action,
+        f"greedy {greedy}; sampled law consistent at this sample size; {len(spec)} of {n_cat} "
+        f"categories speculate",
+    )
 
 
 def markdown_table(df: Any, *, digits: int = 3) -> str:
@@ -338,15 +435,18 @@ def write_report(
     sections: Sequence[tuple[str, Any]],
     advice: Sequence[Advice] = (),
 ) -> Path:
-    """Write a markdown report: the pinned environment, the advice, then each section (a
-    heading and markdown text or a DataFrame). Returns the path written."""
+    """Write a markdown report: the pinned environment, the advice (the ``"overall"`` item
+    first, in bold), then each section (a heading and markdown text or a DataFrame). Returns
+    the path written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     parts = [f"# {title}", "", "## Baseline: what was fixed", ""]
     parts += [f"- **{k}**: {v}" for k, v in environment.items()]
     if advice:
         parts += ["", "## Decisions (from the measurements below)", ""]
-        parts += [f"- {a.line()}" for a in advice]
+        overall = [a for a in advice if a.scope == "overall"]
+        parts += [f"**{a.line()}**" for a in overall] + ([""] if overall else [])
+        parts += [f"- {a.line()}" for a in advice if a.scope != "overall"]
     for heading, body in sections:
         parts += ["", f"## {heading}", ""]
         parts.append(body if isinstance(body, str) else markdown_table(body))

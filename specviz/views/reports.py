@@ -5,22 +5,55 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["audit_figures", "audit_html", "consistency_figures"]
+from .labels import Tokenizer, _labels
+
+__all__ = ["audit_figures", "audit_html", "consistency_figures", "first_token_names"]
 
 
-def consistency_figures(report: Any) -> dict[str, Any]:
-    """Observed-vs-reference bars (first token), p-value QQ plot, PIT histogram."""
+def first_token_names(labels: Sequence[Any], tokenizer: Tokenizer = None) -> list[str]:
+    """Bar labels of first-token outcomes: token text (whitespace made visible, ``#id``
+    appended where two ids decode alike) for token ids when a tokenizer is known, ``#id``
+    without one; other outcomes (pooled bins, text pieces) as they print.
+
+    >>> first_token_names([5, 7], ["a", "b", "c", "d", "e", " x", "y", "z"])
+    ['·x', 'z']
+    >>> first_token_names([5, 7])
+    ['#5', '#7']
+    """
+    ids = [i for i in labels if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+    text = dict(zip(ids, _labels([int(i) for i in ids], tokenizer), strict=True))
+    return [text[i] if i in text else str(i) for i in labels]
+
+
+def _power_line(report: Any) -> str:
+    """The outcome with its power, for a figure title (the report's ``outcome`` when it has
+    one, e.g. "inconclusive: could not see TV < 0.606")."""
+    outcome = getattr(report, "outcome", report.verdict)
+    mdt = getattr(report, "min_detectable_tv", float("nan"))
+    n = f"{report.n_samples} samples per arm"
+    if outcome == "inconclusive":
+        return f"{n}; inconclusive: could not see TV < {mdt:.3g}"
+    if outcome == "consistent" and np.isfinite(mdt):
+        return f"{n}; consistent: a TV of {mdt:.3g} or more would have been seen"
+    return f"{n}; {outcome}"
+
+
+def consistency_figures(report: Any, *, tokenizer: Tokenizer = None) -> dict[str, Any]:
+    """Observed-vs-reference bars (first token; token text with ``tokenizer``, else ``#id``;
+    the title states the outcome with its power), p-value QQ plot, PIT histogram."""
     import plotly.graph_objects as go
 
     labels, spec, std = report.first_token_counts
     order = np.argsort(-(np.asarray(std) + np.asarray(spec)))[:25]
-    names = [str(labels[i]) for i in order]
+    every = first_token_names(labels, tokenizer)
+    names = [every[i] for i in order]
     bars = go.Figure(
         [
             go.Bar(name="speculative", x=names, y=[spec[i] for i in order]),
@@ -28,9 +61,9 @@ def consistency_figures(report: Any) -> dict[str, Any]:
         ]
     )
     bars.update_layout(
-        title="First token: speculative vs standard sampling",
+        title=f"First token: speculative vs standard sampling<br><sup>{_power_line(report)}</sup>",
         barmode="group",
-        xaxis_title="token",
+        xaxis=dict(title="token" if tokenizer is not None else "token id", type="category"),
         yaxis_title="count",
     )
     p = np.sort(report.tests.pvalue.to_numpy())

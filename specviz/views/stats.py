@@ -226,16 +226,21 @@ def margin_figure(
     """Where greedy outputs part: the top-1/top-2 logit margin of every greedy decision
     (histogram per dtype, log-x) and, as markers on top, the margin at each first divergence
     (dicts with ``label``, ``margin`` and optionally ``dtype``). Divergences sitting at the far
-    left of the histogram are near ties -- numerics, not bugs."""
+    left of the histogram are near ties -- numerics, not bugs. Exact ties (margin 0: the
+    argmax is decided by tie-breaking alone, claim 7's case) are drawn in the leftmost bin, at
+    ``1e-4``, and counted in the legend and in the divergence labels."""
     fig = go.Figure()
     floor = 1e-4
     all_m = np.concatenate([np.asarray(v, dtype=float) for v in background.values()] or [[1.0]])
     hi = float(np.log10(max(all_m.max(initial=1.0), 1.0))) + 0.1
     for label, vals in background.items():
-        v = np.maximum(np.asarray(vals, dtype=float), floor)
+        raw = np.asarray(vals, dtype=float)
+        v = np.maximum(raw, floor)
+        ties = int(np.sum(raw == 0))
+        tie_note = f", {ties} exact ties (margin 0, drawn at {floor:g})" if ties else ""
         fig.add_trace(
             go.Histogram(
-                name=f"{label}: {v.size} greedy steps",
+                name=f"{label}: {v.size} greedy steps{tie_note}",
                 x=np.log10(v).tolist(),
                 xbins=dict(start=math.log10(floor), end=hi, size=0.2),
                 opacity=0.55,
@@ -253,7 +258,10 @@ def margin_figure(
                 x=[math.log10(max(float(d["margin"]), floor)) for d in pts],
                 y=[ymax * (0.35 + 0.6 * (i % 5) / 5) for i in range(len(pts))],
                 mode="markers+text",
-                text=[str(d.get("label", "")) for d in pts],
+                text=[
+                    str(d.get("label", "")) + (" (exact tie)" if float(d["margin"]) == 0 else "")
+                    for d in pts
+                ],
                 textposition="top center",
                 marker=dict(symbol="x", size=12, color="black"),
                 customdata=[float(d["margin"]) for d in pts],

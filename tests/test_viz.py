@@ -220,7 +220,8 @@ def test_rejection_histogram(trace):
     assert list(obs.y) == pytest.approx((np.bincount(acc, minlength=5) / len(acc)).tolist())
     a = viz.fit_alpha(acc, 4)
     assert list(law.y) == pytest.approx(viz.truncated_geometric_law(a, 4).tolist())
-    assert list(obs.x)[-1] == "4 (all)"
+    # one convention: the first drafted token is position 1
+    assert list(obs.x) == ["1", "2", "3", "4", "none: all accepted"]
 
 
 def test_rejection_grid():
@@ -329,11 +330,21 @@ def test_margin_figure_places_divergences_on_a_log_scale():
 
 
 def test_rejection_positions_figure_shares():
-    fig = viz.rejection_positions_figure([6, 2, 0], 2, empty=5, title="t")
+    fig = viz.rejection_positions_figure([6, 2, 0], 2, empty=5, cut_short=1, title="t")
     bar = fig.data[0]
-    assert list(bar.customdata) == [6, 2, 0, 2]
-    assert list(bar.y) == pytest.approx([0.6, 0.2, 0.0, 0.2]) and sum(bar.y) == pytest.approx(1)
-    assert "10 drafting steps" in fig.layout.title.text and "5 empty" in fig.layout.title.text
+    # every step counted once: rejections at 1..3, full drafts kept, cut short, empty
+    assert list(bar.x) == [
+        "1",
+        "2",
+        "3",
+        "none: all accepted",
+        "none: all accepted (cut short)",
+        "nothing drafted",
+    ]
+    assert list(bar.customdata) == [6, 2, 0, 2, 1, 5]
+    assert list(bar.y) == pytest.approx([c / 16 for c in (6, 2, 0, 2, 1, 5)])
+    assert sum(bar.y) == pytest.approx(1)
+    assert "16 steps" in fig.layout.title.text and "5 drafted nothing" in fig.layout.title.text
 
 
 def test_metric_bars_and_cost_figures():

@@ -23,6 +23,7 @@ from ..drafting.model import EarlyExitDrafter
 from ..fixtures.toy import ToyLM, exact_continuation_law
 from ..perf.theory import expected_tokens_per_call
 from ..views.explorers import _one_thread
+from ..views.perf import StepOutcomes
 
 __all__ = [
     "toy_alpha",
@@ -691,7 +692,11 @@ def pooled_cells(df: Any, by: Sequence[str] = ("drafter", "category", "gamma", "
     """Per group of the grid (default drafter x category x gamma x mode, plus category
     ``all``): the summed accepted-count and rejection-position histograms, empty drafts, and
     the per-position acceptance averaged over prompts. The counts :func:`specviz.analysis.summarize`
-    does not keep, for the rejection figures."""
+    does not keep, for the rejection figures.
+
+    ``outcomes`` (a :class:`~specviz.views.perf.StepOutcomes`) says how every step ended --
+    first rejection at position 1..gamma, full draft kept (``all_accepted``), a draft cut
+    short and kept (``cut_short``), nothing drafted -- and adds up to ``steps``."""
     import pandas as pd
 
     by = list(by)
@@ -710,14 +715,19 @@ def pooled_cells(df: Any, by: Sequence[str] = ("drafter", "category", "gamma", "
         with warnings.catch_warnings():  # a position no prompt reached: NaN, not a warning
             warnings.simplefilter("ignore", RuntimeWarning)
             mean_ppa = np.nanmean(ppa, axis=0) if ppa.size else np.zeros(0)
+        empty = int(g["empty_drafts"].sum())
+        outcomes = StepOutcomes.from_histograms(acc, rej, empty)
         rows.append(
             dict(
                 zip(by, key, strict=True),
                 accepted_hist=acc,
                 rejection_hist=rej,
-                empty_drafts=int(g["empty_drafts"].sum()),
+                empty_drafts=empty,
+                all_accepted=outcomes.all_accepted,
+                cut_short=outcomes.cut_short,
                 steps=int(g["target_calls"].sum()),
                 per_position_acceptance=mean_ppa,
+                outcomes=outcomes,
             )
         )
     return pd.DataFrame(rows)

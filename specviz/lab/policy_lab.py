@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..drafting.policies import GammaPolicy, _count, as_policy
@@ -21,6 +22,15 @@ __all__ = [
     "replay",
     "compare_policies",
     "run_live",
+    "PLAIN_GAMMA",
+    "gamma_label",
+    "best_gamma",
+    "gamma_sweep",
+    "prompt_gamma_table",
+    "BestGamma",
+    "best_gammas",
+    "GammaClaim",
+    "best_gamma_claim",
 ]
 
 
@@ -264,3 +274,229 @@ def run_live(
         )
         rows.append(row)
     return rows
+
+
+# -- the best gamma, per category (claim 3) ---------------------------------------------------
+
+#: Gamma 0 is plain decoding: a candidate of every "best gamma", at speedup 1 by definition.
+PLAIN_GAMMA = 0
+
+
+def gamma_label(gamma: int) -> str:
+    """``"gamma 0 (plain)"`` for plain decoding, ``"gamma g"`` otherwise."""
+    return "gamma 0 (plain)" if int(gamma) == PLAIN_GAMMA else f"gamma {int(gamma)}"
+
+
+def best_gamma(speedups: Mapping[int, float]) -> tuple[int, float]:
+    """The best ``(gamma, speedup)`` among the measured gammas *and* plain decoding (gamma 0,
+    speedup 1 unless given): when plain decoding beats every gamma, the best is gamma 0. NaN
+    speedups are no candidates; ties go to the shorter draft.
+
+    >>> best_gamma({1: 0.8, 3: 0.83})
+    (0, 1.0)
+    >>> best_gamma({1: 1.2, 3: 1.5})
+    (3, 1.5)
+    """
+    cands = {PLAIN_GAMMA: 1.0} | {int(g): float(v) for g, v in speedups.items()}
+    best, best_s = PLAIN_GAMMA, cands[PLAIN_GAMMA]
+    for g in sorted(cands):
+        v = cands[g]
+        if math.isfinite(v) and (v > best_s + 1e-12 or not math.isfinite(best_s)):
+            best, best_s = g, v
+    return best, best_s
+
+
+def gamma_sweep(
+    target: Any,
+    draft: Any,
+    prompts: Mapping[str, Sequence[int]],
+    gammas: Sequence[int],
+    *,
+    max_new_tokens: int,
+    eos_token_id: int | None = None,
+) -> tuple[dict[tuple[str, int], Any], dict[str, Any]]:
+    """Greedy runs of every prompt at every gamma, each prompt's plain run right before its
+    speculative ones (machine drift hits both alike; one untimed warm-up first). Returns
+    ``(runs, plain)``: (prompt id, gamma) -> traced result, prompt id -> plain result. Raises
+    if a text differs from plain decoding's (greedy speculative decoding must not change it)."""
+    from ..decoding.serial import autoregressive_generate, speculative_generate
+
+    items = list(prompts.items())
+    if items:
+        autoregressive_generate(target, items[0][1], max_new_tokens=2, eos_token_id=eos_token_id)
+    runs: dict[tuple[str, int], Any] = {}
+    plain: dict[str, Any] = {}
+    for pid, ids in items:
+        plain[pid] = autoregressive_generate(
+            target, ids, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id
+        )
+        for g in gammas:
+            r = speculative_generate(
+                target,
+                draft,
+                ids,
+                gamma=int(g),
+                max_new_tokens=max_new_tokens,
+                eos_token_id=eos_token_id,
+            )
+            if r.new_tokens != plain[pid].new_tokens:
+                raise AssertionError(f"{pid} gamma={g}: greedy text differs from plain decoding")
+            runs[(pid, int(g))] = r
+    return runs, plain
+
+
+def prompt_gamma_table(
+    runs: Mapping[tuple[str, int], Any], plain: Mapping[str, Any], categories: Mapping[str, str]
+) -> Any:
+    """One row per (prompt, gamma) of ``runs`` ((prompt id, gamma) -> GenerationResult) with its
+    category, tokens and seconds next to the prompt's plain run -- the input of
+    :func:`best_gammas`."""
+    import pandas as pd
+
+    rows = [
+        dict(
+            category=categories[pid],
+            prompt=pid,
+            gamma=int(g),
+            tokens=len(r.new_tokens),
+            seconds=float(r.total_time),
+            plain_tokens=len(plain[pid].new_tokens),
+            plain_seconds=float(plain[pid].total_time),
+        )
+        for (pid, g), r in runs.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class BestGamma:
+    """The best measured gamma of one category (0 = plain decoding), its speedup, every
+    candidate's speedup, and -- with at least 2 prompts -- the gammas that were best in a
+    bootstrap over the prompts, smallest set holding ``level`` of the resamples (``likely``;
+    ``None`` with fewer prompts)."""
+
+    category: str
+    gamma: int
+    speedup: float
+    speedups: dict[int, float]
+    prompts: int
+    likely: tuple[int, ...] | None
+    level: float = 0.95
+
+    @property
+    def label(self) -> str:
+        return gamma_label(self.gamma)
+
+    def describe(self) -> str:
+        s = f"best {self.label} ({self.speedup:.2f}x)"
+        if self.likely is not None:
+            s += f", {self.level:.0%} bootstrap set {{{', '.join(map(str, self.likely))}}}"
+        return s
+
+
+def _speedups(t: Any) -> dict[int, float]:
+    g = t.groupby("gamma")[["tokens", "seconds", "plain_tokens", "plain_seconds"]].sum()
+    plain_tps = g["plain_tokens"] / g["plain_seconds"]
+    tps = g["tokens"] / g["seconds"]
+    return {int(k): float(v) for k, v in (tps / plain_tps).items()}
+
+
+def best_gammas(
+    table: Any, *, level: float = 0.95, n_boot: int = 1000, seed: int = 0
+) -> dict[str, BestGamma]:
+    """Per category of a :func:`prompt_gamma_table`: the best measured gamma, plain decoding
+    included (:func:`best_gamma`; pooled speedup = tokens/s over plain's tokens/s on the same
+    prompts), and a seeded bootstrap over prompts of which gamma is best."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for cat, t in table.groupby("category", sort=False):
+        sp = _speedups(t)
+        g, v = best_gamma(sp)
+        pids = list(dict.fromkeys(t["prompt"]))
+        likely = None
+        if len(pids) >= 2:
+            wins = _bootstrap_best(t, pids, rng, n_boot)
+            held, chosen = 0, []
+            for b, n in sorted(wins.items(), key=lambda kv: (-kv[1], kv[0])):
+                chosen.append(b)
+                held += n
+                if held >= level * n_boot:
+                    break
+            likely = tuple(sorted(chosen))
+        out[str(cat)] = BestGamma(str(cat), g, v, {0: 1.0} | sp, len(pids), likely, level)
+    return out
+
+
+def _bootstrap_best(t: Any, pids: list[str], rng: Any, n_boot: int) -> dict[int, int]:
+    """How often each gamma (0 = plain) is best when the prompts are resampled."""
+    gammas = sorted(int(g) for g in set(t["gamma"]))
+    piv = {
+        col: t.pivot_table(index="prompt", columns="gamma", values=col, aggfunc="sum")
+        .reindex(index=pids, columns=gammas)
+        .to_numpy(dtype=float)
+        for col in ("tokens", "seconds", "plain_tokens", "plain_seconds")
+    }
+    idx = rng.integers(0, len(pids), size=(n_boot, len(pids)))
+    tot = {k: v[idx].sum(axis=1) for k, v in piv.items()}  # (n_boot, n_gamma)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sp = (tot["tokens"] / tot["seconds"]) / (tot["plain_tokens"] / tot["plain_seconds"])
+    sp = np.where(np.isfinite(sp), sp, -np.inf)
+    cand = np.concatenate([np.ones((n_boot, 1)), sp], axis=1)  # gamma 0 (plain) first
+    labels = [PLAIN_GAMMA, *gammas]
+    best = np.argmax(cand > cand.max(axis=1, keepdims=True) - 1e-12, axis=1)
+    wins: dict[int, int] = {}
+    for b in best:
+        wins[labels[b]] = wins.get(labels[b], 0) + 1
+    return wins
+
+
+@dataclass(frozen=True)
+class GammaClaim:
+    """Claim 3 (the best gamma is not one constant: it depends on the task) at this size:
+
+    * ``supports``: two categories whose bootstrap sets of best gamma do not overlap;
+    * ``not supported``: every category's set is the same single gamma;
+    * ``cannot tell``: the sets overlap, fewer than 2 prompts in a category (no interval), or
+      fewer than 2 categories.
+    """
+
+    verdict: str
+    reason: str
+    bests: dict[str, BestGamma]
+
+    def sentence(self) -> str:
+        per = "; ".join(f"{c}: {b.describe()}" for c, b in self.bests.items())
+        tail = {
+            "supports": "supports claim 3 at this size",
+            "not supported": "claim 3 not supported at this size",
+        }.get(self.verdict, "cannot tell at this size")
+        return f"Claim 3, best gamma per category ({per}): {tail} ({self.reason})."
+
+
+def best_gamma_claim(bests: Mapping[str, BestGamma]) -> GammaClaim:
+    """The verdict of claim 3 from :func:`best_gammas` (see :class:`GammaClaim`)."""
+    bests = dict(bests)
+    if len(bests) < 2:
+        return GammaClaim("cannot tell", "one category: nothing to compare", bests)
+    few = [c for c, b in bests.items() if b.likely is None]
+    if few:
+        n = min(b.prompts for b in bests.values())
+        return GammaClaim(
+            "cannot tell",
+            f"{n} prompt(s) in a category: an interval over prompts needs at least 2 each",
+            bests,
+        )
+    cats = list(bests)
+    for i, a in enumerate(cats):
+        for b in cats[i + 1 :]:
+            if not set(bests[a].likely) & set(bests[b].likely):
+                return GammaClaim(
+                    "supports",
+                    f"{a} and {b}: their sets of best gamma do not overlap",
+                    bests,
+                )
+    sets = {bests[c].likely for c in cats}
+    if len(sets) == 1 and len(next(iter(sets))) == 1:
+        g = next(iter(sets))[0]
+        return GammaClaim("not supported", f"{gamma_label(g)} is best in every category", bests)
+    return GammaClaim("cannot tell", "the sets of best gamma overlap", bests)

@@ -42,6 +42,8 @@ __all__ = [
     "VerifyCost",
     "measure_verify_cost",
     "measure_step_times",
+    "measured_draft_cost",
+    "predicted_best_gammas",
     "Prediction",
     "predicted_vs_measured",
 ]
@@ -197,6 +199,15 @@ class VerifyCost:
         """time(n) / time(1): how much dearer a verify pass on n tokens is than a decode step."""
         return self.time(n) / self.time(1)
 
+    @property
+    def measured_up_to(self) -> int:
+        """The largest number of fed tokens actually timed."""
+        return self.tokens[-1]
+
+    def extrapolated(self, n: int) -> bool:
+        """Whether :meth:`time` of ``n`` tokens is extrapolated (past the last measurement)."""
+        return n > self.tokens[-1]
+
 
 def _runner(model: Any):
     from ..core.runners import as_runner
@@ -256,6 +267,60 @@ def measure_step_times(
     t = measure_verify_cost(target, max_tokens=1, context=context, repeats=repeats)
     d = measure_verify_cost(draft, max_tokens=1, context=context, repeats=repeats)
     return t.seconds[0], d.seconds[0]
+
+
+def measured_draft_cost(spec_results: Sequence[Any], plain_results: Sequence[Any]) -> float:
+    """The draft cost ratio ``c`` measured inside traced runs: (draft seconds per drafted
+    token, pooled over ``spec_results``) / (plain seconds per token, pooled over
+    ``plain_results``). For drafters without a model of their own (n-gram lookup) this is the
+    only measurement of ``c``; theory figures take it instead of a guess.
+
+    Raises ``ValueError`` when nothing was drafted or a result carries no trace."""
+    spec, plain = list(spec_results), list(plain_results)
+    if not spec or not plain:
+        raise ValueError("need speculative and plain results to measure c")
+    if any(r.trace is None for r in spec):
+        raise ValueError("measured_draft_cost needs traced speculative results (trace=True)")
+    drafted = sum(s.drafted for r in spec for s in r.trace.steps)
+    if drafted == 0:
+        raise ValueError("the runs drafted nothing: c cannot be measured")
+    draft_time = sum(s.draft_time for r in spec for s in r.trace.steps)
+    plain_tokens = sum(len(r.new_tokens) for r in plain)
+    plain_time = sum(r.total_time for r in plain)
+    if plain_tokens == 0 or plain_time <= 0:
+        raise ValueError("the plain runs produced no timed token")
+    return (draft_time / drafted) / (plain_time / plain_tokens)
+
+
+def predicted_best_gammas(
+    acceptances: Sequence[float],
+    c: float,
+    verify_cost: VerifyCost | None = None,
+    *,
+    max_gamma: int = 8,
+) -> list[dict[str, Any]]:
+    """Per acceptance rate: the best gamma in 0..max_gamma (0 = plain decoding) by Leviathan's
+    formula and with the verify cost, their predicted speedups, and whether the latter rests
+    on an extrapolated verify cost (``gamma + 1`` past the measured tokens).
+
+    >>> predicted_best_gammas([0.1], 0.5, max_gamma=4)[0]["best_leviathan"]
+    0
+    """
+    if c is None or not math.isfinite(c) or c < 0:
+        raise ValueError(f"the theory needs the measured draft cost ratio c, got {c!r}")
+    rows = []
+    for a in acceptances:
+        b1 = optimal_gamma(a, c, max_gamma=max_gamma)
+        row: dict[str, Any] = dict(a=a, c=c, best_leviathan=b1, speedup_leviathan=speedup(a, b1, c))
+        if verify_cost is not None:
+            b2 = optimal_gamma(a, c, max_gamma=max_gamma, verify_cost=verify_cost)
+            row.update(
+                best_with_verify=b2,
+                speedup_with_verify=speedup(a, b2, c, verify_cost.ratio(b2 + 1)),
+                extrapolated=verify_cost.extrapolated(b2 + 1),
+            )
+        rows.append(row)
+    return rows
 
 
 # -- predicted vs measured ----------------------------------------------------------------

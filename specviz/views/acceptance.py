@@ -15,6 +15,7 @@ from ..perf.acceptance import fit_alpha, per_position_acceptance
 from ..perf.theory import expected_tokens_per_call, truncated_geometric_law
 from .labels import _fmt
 from .palette import THEORY_COLOR
+from .perf import ALL_ACCEPTED, acceptance_colors, rejection_position_label
 
 __all__ = [
     "per_position_acceptance_figure",
@@ -92,7 +93,8 @@ def _rejection_traces(
     a = fit_alpha(acc, gamma) if alpha is None else float(alpha)
     counts = np.bincount(acc, minlength=gamma + 1)[: gamma + 1] if n else np.zeros(gamma + 1)
     law = truncated_geometric_law(a, gamma) if not math.isnan(a) else np.full(gamma + 1, np.nan)
-    x = [str(k) for k in range(gamma)] + [f"{gamma} (all)"]
+    # one convention in every figure: the first drafted token is position 1
+    x = [rejection_position_label(k) for k in range(gamma)] + [ALL_ACCEPTED]
     obs = counts / n if n else np.zeros(gamma + 1)
     traces = [
         go.Bar(
@@ -101,7 +103,8 @@ def _rejection_traces(
             y=obs.tolist(),
             marker_color="#4c78a8",
             customdata=counts.tolist(),
-            hovertemplate="%{x} accepted: %{y:.3f} (%{customdata} steps)<extra>observed</extra>",
+            hovertemplate="first rejection at %{x}: %{y:.3f} (%{customdata} steps)"
+            "<extra>observed</extra>",
             showlegend=showlegend,
             legendgroup="observed",
         ),
@@ -111,7 +114,7 @@ def _rejection_traces(
             y=law.tolist(),
             mode="lines+markers",
             line=dict(color=THEORY_COLOR),
-            hovertemplate="%{x} accepted: %{y:.3f}<extra>alpha^n (1 - alpha)</extra>",
+            hovertemplate="first rejection at %{x}: %{y:.3f}<extra>alpha^n (1 - alpha)</extra>",
             showlegend=showlegend,
             legendgroup="theory",
         ),
@@ -122,16 +125,20 @@ def _rejection_traces(
 def rejection_histogram_figure(
     accepted: Sequence[int], gamma: int, *, alpha: float | None = None, title: str | None = None
 ) -> go.Figure:
-    """Where drafts stop: the share of steps that accepted ``n = 0..gamma`` drafts (``n`` is
-    also the position of the first rejection) against the truncated-geometric law, with
-    ``alpha`` fitted by maximum likelihood unless given. Steps must all have drafted ``gamma``
-    tokens (see :func:`accepted_counts`)."""
+    """Where drafts stop: the share of steps whose first rejection was at draft position
+    ``n + 1 = 1..gamma`` (1 = the first drafted token; ``n`` drafts accepted before it), or that
+    accepted all ``gamma`` drafts, against the truncated-geometric law, with ``alpha`` fitted
+    by maximum likelihood unless given. Steps must all have drafted ``gamma`` tokens (see
+    :func:`accepted_counts`; shorter drafts are counted by
+    :class:`~specviz.views.perf.StepOutcomes`)."""
     traces, a, n = _rejection_traces(accepted, gamma, alpha, True)
     fig = go.Figure(traces)
     fig.update_layout(
         title=title
         or f"Accepted drafts per step, gamma = {gamma} (n = {n} steps, alpha = {_fmt(a)})",
-        xaxis=dict(title="accepted drafts n (= first rejected position)", type="category"),
+        xaxis=dict(
+            title="first rejected draft position (1 = the first drafted token)", type="category"
+        ),
         yaxis=dict(title="share of steps", range=[0, 1.02]),
         height=360,
     )
@@ -195,7 +202,7 @@ def tokens_per_call_vs_gamma_figure(
     extra draft token survives only with probability alpha^gamma."""
     g = np.arange(1, gamma_max + 1)
     fig = go.Figure()
-    palette = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+    colors = acceptance_colors(alphas)  # one colour per acceptance rate, as in every figure
     for i, a in enumerate(alphas):
         fig.add_trace(
             go.Scatter(
@@ -203,7 +210,7 @@ def tokens_per_call_vs_gamma_figure(
                 x=g.tolist(),
                 y=[expected_tokens_per_call(a, int(k)) for k in g],
                 mode="lines",
-                line=dict(color=palette[i % len(palette)]),
+                line=dict(color=colors[float(a)]),
                 legendgroup=f"a{i}",
             )
         )

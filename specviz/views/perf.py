@@ -1,58 +1,304 @@
-"""Figures of measured performance: rejection positions, metric bars, cost vs benefit."""
+"""Figures of measured performance: how steps ended (rejection positions), metric bars, cost
+vs benefit, and the gamma trade-off (predicted and measured).
+
+One convention for rejection positions in every figure: draft positions count from 1 ("the
+first drafted token" = position 1), and the outcomes of the steps add up to the number of steps
+(:class:`StepOutcomes`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from .palette import KIND_COLORS, THEORY_COLOR
+from ..perf.theory import VerifyCost, optimal_gamma, speedup
+from .palette import PALETTE, THEORY_COLOR
 
-__all__ = ["rejection_positions_figure", "metric_bars_figure", "cost_benefit_figure"]
+__all__ = [
+    "StepOutcomes",
+    "rejection_position_label",
+    "rejection_positions_figure",
+    "rejection_positions_by_group_figure",
+    "metric_bars_figure",
+    "cost_benefit_figure",
+    "acceptance_colors",
+    "predicted_speedup_figure",
+    "measured_speedup_figure",
+]
+
+#: Draft positions are numbered from this (1: "the first drafted token" is position 1).
+FIRST_POSITION = 1
+
+
+def rejection_position_label(accepted: int) -> str:
+    """The position of the first rejection of a step that accepted ``accepted`` drafts before
+    it, in the one convention of every figure: ``"1"`` = the first drafted token was rejected."""
+    return str(int(accepted) + FIRST_POSITION)
 
 
 # -------------------------------------------------------------------------------------------
-# drafters x task categories
+# how steps ended
 # -------------------------------------------------------------------------------------------
+
+ALL_ACCEPTED = "none: all accepted"
+CUT_SHORT = "none: all accepted (cut short)"
+EMPTY = "nothing drafted"
+
+
+@dataclass(frozen=True)
+class StepOutcomes:
+    """How every step (target call) of a run or a pool of runs ended, ``gamma`` drafts asked:
+
+    * ``rejected[i]``: steps whose first rejection was at draft position ``i + 1``
+      (position 1 = the first drafted token);
+    * ``all_accepted``: steps that kept every token of a full ``gamma``-token draft;
+    * ``cut_short``: steps that kept every token of a draft *shorter* than gamma -- the last
+      draft cut by ``max_new_tokens``, or a lookup that found fewer tokens;
+    * ``empty``: steps that drafted nothing (a lookup with no match).
+
+    The four add up to :attr:`steps`, the number of target calls: no step is counted nowhere.
+    """
+
+    gamma: int
+    rejected: tuple[int, ...]
+    all_accepted: int = 0
+    cut_short: int = 0
+    empty: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rejected", tuple(int(x) for x in self.rejected))
+        counts = (*self.rejected, self.all_accepted, self.cut_short, self.empty)
+        if any(c < 0 for c in counts):
+            raise ValueError(f"step counts must be >= 0, got {counts}")
+
+    @classmethod
+    def from_counts(
+        cls, accepted: Sequence[int], drafted: Sequence[int], gamma: int | None = None
+    ) -> StepOutcomes:
+        """From per-step accepted and drafted counts (``GenerationResult.accepted_counts`` and
+        ``drafted_counts``, or a trace's steps); ``gamma`` defaults to the longest draft."""
+        acc, dra = [int(a) for a in accepted], [int(d) for d in drafted]
+        if len(acc) != len(dra):
+            raise ValueError("accepted and drafted counts differ in length")
+        g = max(dra, default=0) if gamma is None else int(gamma)
+        rejected, full, cut, empty = [0] * max(g, max(dra, default=0)), 0, 0, 0
+        for n, d in zip(acc, dra, strict=True):
+            if not 0 <= n <= d:
+                raise ValueError(f"a step accepted {n} of {d} drafts")
+            if d == 0:
+                empty += 1
+            elif n < d:
+                rejected[n] += 1
+            elif d >= g:
+                full += 1
+            else:
+                cut += 1
+        return cls(g, tuple(rejected), full, cut, empty)
+
+    @classmethod
+    def from_trace(cls, trace: Any, gamma: int | None = None) -> StepOutcomes:
+        """From a :class:`~specviz.Trace` (or several, pooled: pass a list)."""
+        traces = trace if isinstance(trace, (list, tuple)) else [trace]
+        steps = [s for t in traces for s in t.steps]
+        return cls.from_counts([s.accepted for s in steps], [s.drafted for s in steps], gamma)
+
+    @classmethod
+    def from_histograms(
+        cls, accepted_hist: Sequence[int], rejection_hist: Sequence[int], empty: int = 0
+    ) -> StepOutcomes:
+        """From a grid cell's histograms (:func:`specviz.analysis.run_grid`): ``accepted_hist[n]``
+        counts every step that accepted ``n`` drafts (rejections, full and cut-short drafts,
+        empty drafts alike), ``rejection_hist[n]`` the steps rejected after ``n`` accepted.
+        What is left once rejections, full drafts and empty drafts are taken out are the
+        fully accepted drafts cut short."""
+        acc = [int(x) for x in accepted_hist]
+        rej = [int(x) for x in rejection_hist]
+        gamma = len(acc) - 1
+        if gamma < 0:
+            return cls(0, (), 0, 0, int(empty))
+        full = acc[gamma] if gamma > 0 else 0
+        cut = sum(acc) - sum(rej) - full - int(empty)
+        if cut < 0:
+            raise ValueError("histograms inconsistent: more rejections and empty drafts than steps")
+        return cls(gamma, tuple(rej), full, cut, int(empty))
+
+    @property
+    def steps(self) -> int:
+        """Every step: rejections + full drafts kept + cut-short drafts kept + empty drafts."""
+        return sum(self.rejected) + self.all_accepted + self.cut_short + self.empty
+
+    @property
+    def drafting_steps(self) -> int:
+        """Steps that drafted at least one token."""
+        return self.steps - self.empty
+
+    @property
+    def first_rejections(self) -> int:
+        """Steps whose first drafted token (position 1) was rejected."""
+        return self.rejected[0] if self.rejected else 0
+
+    @property
+    def first_rejection_share(self) -> float:
+        """first rejections / drafting steps (NaN without a drafting step)."""
+        n = self.drafting_steps
+        return self.first_rejections / n if n else math.nan
+
+    @property
+    def fully_accepted(self) -> int:
+        """Steps that kept their whole draft, full or cut short."""
+        return self.all_accepted + self.cut_short
+
+    def counts(
+        self, *, with_empty: bool | None = None, with_cut_short: bool = True
+    ) -> dict[str, int]:
+        """Outcome label -> steps, in figure order (positions 1..gamma first); the empty-draft
+        entry appears when there is one (or ``with_empty``)."""
+        out = {rejection_position_label(i): c for i, c in enumerate(self.rejected)}
+        out[ALL_ACCEPTED] = self.all_accepted
+        if with_cut_short:
+            out[CUT_SHORT] = self.cut_short
+        if with_empty or (with_empty is None and self.empty):
+            out[EMPTY] = self.empty
+        return out
+
+    def __add__(self, other: StepOutcomes) -> StepOutcomes:
+        if not isinstance(other, StepOutcomes):
+            return NotImplemented
+        n = max(len(self.rejected), len(other.rejected))
+        rej = [0] * n
+        for r in (self.rejected, other.rejected):
+            for i, c in enumerate(r):
+                rej[i] += c
+        return StepOutcomes(
+            max(self.gamma, other.gamma),
+            tuple(rej),
+            self.all_accepted + other.all_accepted,
+            self.cut_short + other.cut_short,
+            self.empty + other.empty,
+        )
+
+    def describe(self) -> str:
+        """One sentence with every count, adding up to the steps."""
+        s = self.steps
+        share = self.first_rejection_share
+        return (
+            f"of {s} steps, {self.first_rejections} rejected the first drafted token"
+            + (f" ({share:.0%} of {self.drafting_steps} drafting steps)" if s else "")
+            + f", {sum(self.rejected) - self.first_rejections} a later one, "
+            f"{self.all_accepted} kept all {self.gamma} drafts, {self.cut_short} kept a draft "
+            f"cut short" + (f", {self.empty} drafted nothing" if self.empty else "")
+        )
+
+
+def _outcome_colors(labels: Sequence[str]) -> tuple[list[str], list[str]]:
+    colors, patterns = [], []
+    for lab in labels:
+        if lab == EMPTY:
+            colors.append(PALETTE["unvisited"])
+        elif lab in (ALL_ACCEPTED, CUT_SHORT):
+            colors.append(PALETTE["accepted"])
+        else:
+            colors.append(PALETTE["rejected"])
+        patterns.append("/" if lab == CUT_SHORT else "")
+    return colors, patterns
+
+
+def _outcome_bar(
+    o: StepOutcomes, *, name: str = "", showlegend: bool = False, cut_known: bool = True
+) -> go.Bar:
+    counts = o.counts(with_cut_short=cut_known)
+    total = o.steps
+    share = [c / total if total else 0.0 for c in counts.values()]
+    colors, patterns = _outcome_colors(list(counts))
+    return go.Bar(
+        name=name,
+        x=list(counts),
+        y=share,
+        marker=dict(color=colors, pattern=dict(shape=patterns)),
+        customdata=list(counts.values()),
+        hovertemplate="%{x}: %{y:.1%} of steps (%{customdata})<extra>" + name + "</extra>",
+        showlegend=showlegend,
+    )
+
+
+def _as_outcomes(
+    rejection_hist: Sequence[int] | StepOutcomes,
+    all_accepted: int | None,
+    empty: int,
+    cut_short: int | None,
+) -> tuple[StepOutcomes, bool]:
+    if isinstance(rejection_hist, StepOutcomes):
+        return rejection_hist, True
+    rej = tuple(int(x) for x in np.asarray(rejection_hist, dtype=int).ravel())
+    o = StepOutcomes(len(rej), rej, int(all_accepted or 0), int(cut_short or 0), int(empty))
+    return o, cut_short is not None
 
 
 def rejection_positions_figure(
-    rejection_hist: Sequence[int],
-    all_accepted: int,
+    rejection_hist: Sequence[int] | StepOutcomes,
+    all_accepted: int | None = None,
     *,
     empty: int = 0,
+    cut_short: int | None = None,
     title: str | None = None,
 ) -> go.Figure:
-    """Where a drafter's steps ended: share of steps whose first rejection was at draft
-    position 1..gamma, and of steps that accepted every draft (``all_accepted``). Steps with
-    an empty draft (nothing to propose: a lookup with no match) are counted in the title, not
-    as rejections. A tall first bar says: shorten gamma or change the drafter."""
-    rej = np.asarray(rejection_hist, dtype=int)
-    total = int(rej.sum()) + int(all_accepted)
-    x = [str(i + 1) for i in range(rej.size)] + ["none (all accepted)"]
-    counts = rej.tolist() + [int(all_accepted)]
-    share = [c / total if total else 0.0 for c in counts]
-    colors = [THEORY_COLOR] * rej.size + [KIND_COLORS["accepted"]]
-    fig = go.Figure(
-        go.Bar(
-            x=x,
-            y=share,
-            marker_color=colors,
-            customdata=counts,
-            hovertemplate="%{x}: %{y:.1%} of steps (%{customdata})<extra></extra>",
-            showlegend=False,
-        )
-    )
+    """How a drafter's steps ended: the share of *all* steps whose first rejection was at draft
+    position 1..gamma (1 = the first drafted token), that kept a full draft, that kept a draft
+    cut short (by ``max_new_tokens``, or a lookup that found fewer tokens), and that drafted
+    nothing (``empty``, shown when there are any). The bars add up to every step. A tall first
+    bar says: shorten gamma or change the drafter.
+
+    Give a :class:`StepOutcomes` (complete by construction), or the rejection histogram
+    (index ``i`` = position ``i + 1``) with the other counts; without ``cut_short`` those steps
+    are unknown, so no bar claims a count for them and the title says they are missing."""
+    o, cut_known = _as_outcomes(rejection_hist, all_accepted, empty, cut_short)
+    fig = go.Figure(_outcome_bar(o, cut_known=cut_known))
     head = title + "<br><sup>" if title else ""
     fig.update_layout(
-        title=f"{head}first rejected position over {total} drafting steps"
-        + (f"; {empty} empty drafts" if empty else "")
+        title=f"{head}how {o.steps} steps ended: first rejected draft position, or none"
+        + (f"; {o.empty} drafted nothing" if o.empty else "")
+        + ("" if cut_known else "; drafts cut short and kept: not counted")
         + ("</sup>" if title else ""),
-        xaxis=dict(title="first rejected draft position", type="category"),
+        xaxis=dict(title="first rejected draft position (1 = the first drafted token)"),
         yaxis=dict(title="share of steps", range=[0, 1.02]),
         height=380,
+    )
+    fig.update_xaxes(type="category")
+    return fig
+
+
+def rejection_positions_by_group_figure(
+    outcomes: Mapping[str, StepOutcomes], *, title: str = "How steps ended", cols: int = 4
+) -> go.Figure:
+    """:func:`rejection_positions_figure` for several groups (task categories), one panel
+    each, the same colours in every panel (wine: rejected at that position, green: every
+    draft kept, hatched green: a draft cut short and kept, grey: nothing drafted)."""
+    names = list(outcomes)
+    if not names:
+        raise ValueError("no groups to draw")
+    ncols = min(cols, len(names))
+    nrows = math.ceil(len(names) / ncols)
+    fig = make_subplots(
+        rows=nrows,
+        cols=ncols,
+        subplot_titles=[f"{n}: {outcomes[n].steps} steps" for n in names],
+        shared_yaxes=True,
+    )
+    for i, n in enumerate(names):
+        fig.add_trace(_outcome_bar(outcomes[n], name=str(n)), row=i // ncols + 1, col=i % ncols + 1)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(range=[0, 1.02])
+    fig.update_yaxes(title_text="share of steps", col=1)
+    fig.update_layout(
+        title=f"{title}<br><sup>first rejected draft position (1 = the first drafted token), "
+        "or none</sup>",
+        height=260 + 160 * nrows,
     )
     return fig
 
@@ -120,4 +366,200 @@ def cost_benefit_figure(summary: Any, *, title: str | None = None) -> go.Figure:
         yaxis=dict(title="mean accepted length (tokens per target call)", rangemode="tozero"),
         height=420,
     )
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# the gamma trade-off
+# -------------------------------------------------------------------------------------------
+
+
+def _mix(hex_color: str, white: float) -> str:
+    """``hex_color`` mixed with ``white`` (0 = the colour, 1 = white)."""
+    rgb = [int(hex_color[i : i + 2], 16) for i in (1, 3, 5)]
+    mixed = [round(c + (255 - c) * white) for c in rgb]
+    return "#" + "".join(f"{c:02X}" for c in mixed)
+
+
+def acceptance_colors(acceptances: Sequence[float]) -> dict[float, str]:
+    """One colour per acceptance rate, every one a shade of the palette's "accepted" green
+    (lighter = lower acceptance), so an acceptance rate keeps its colour in all its lines and
+    no two rates share one."""
+    rates = sorted({float(a) for a in acceptances})
+    if len(rates) == 1:
+        return {rates[0]: PALETTE["accepted"]}
+    return {
+        a: _mix(PALETTE["accepted"], 0.6 * (1 - i / (len(rates) - 1))) for i, a in enumerate(rates)
+    }
+
+
+def _check_c(c: Any) -> float:
+    if c is None or not math.isfinite(float(c)) or float(c) < 0:
+        raise ValueError(f"the theory needs the measured draft cost ratio c, got {c!r}")
+    return float(c)
+
+
+def predicted_speedup_figure(
+    acceptances: Sequence[float],
+    c: float,
+    verify_cost: VerifyCost | None = None,
+    *,
+    max_gamma: int = 8,
+    title: str | None = None,
+) -> go.Figure:
+    """Predicted speedup against gamma = 0..max_gamma (0 = plain decoding) for each acceptance
+    rate, at the *measured* draft cost ratio ``c``: solid lines Leviathan's formula (verify
+    free), dashed lines also charging the measured verify cost ``v(gamma + 1)``. Where
+    ``gamma + 1`` is past the largest measured ``n`` the verify cost is extrapolated: those
+    points are dotted with open markers and named "extrapolated". Black markers: the best
+    gamma of each curve (open when it sits on an extrapolated point)."""
+    c = _check_c(c)
+    gs = list(range(0, int(max_gamma) + 1))
+    colors = acceptance_colors(acceptances)
+    measured_n = verify_cost.tokens[-1] if verify_cost is not None else math.inf
+    fig = go.Figure()
+    for a in acceptances:
+        col, grp = colors[float(a)], f"a={a}"
+        lev = [speedup(a, g, c) for g in gs]
+        fig.add_trace(go.Scatter(x=gs, y=lev, name=f"a={a}", legendgroup=grp, line=dict(color=col)))
+        b1 = optimal_gamma(a, c, max_gamma=gs[-1])
+        marks = [(b1, lev[b1], False)]
+        if verify_cost is not None:
+            ver = [speedup(a, g, c, verify_cost.ratio(g + 1)) for g in gs]
+            inside = [g for g in gs if g + 1 <= measured_n]
+            past = [g for g in gs if g + 1 > measured_n]
+            fig.add_trace(
+                go.Scatter(
+                    x=inside,
+                    y=[ver[g] for g in inside],
+                    name=f"a={a} + verify cost",
+                    legendgroup=grp,
+                    line=dict(color=col, dash="dash"),
+                    mode="lines+markers",
+                )
+            )
+            if past:
+                xs = ([inside[-1]] if inside else []) + past
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=[ver[g] for g in xs],
+                        name=f"a={a} + verify cost, extrapolated (v(n) past n={measured_n})",
+                        legendgroup=grp,
+                        line=dict(color=col, dash="dot"),
+                        mode="lines+markers",
+                        marker=dict(symbol="circle-open", size=8),
+                        customdata=[g + 1 for g in xs],
+                        hovertemplate="gamma %{x}: %{y:.2f}x (v(%{customdata}) extrapolated)"
+                        "<extra></extra>",
+                    )
+                )
+            b2 = optimal_gamma(a, c, max_gamma=gs[-1], verify_cost=verify_cost)
+            marks.append((b2, ver[b2], b2 + 1 > measured_n))
+        fig.add_trace(
+            go.Scatter(
+                x=[m[0] for m in marks],
+                y=[m[1] for m in marks],
+                mode="markers",
+                showlegend=False,
+                legendgroup=grp,
+                marker=dict(
+                    size=11,
+                    color=THEORY_COLOR,
+                    symbol=["circle-open" if m[2] else "circle" for m in marks],
+                ),
+                hovertemplate="best gamma %{x}: %{y:.2f}x<extra>" + grp + "</extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"])
+    ext = f"; v(n) measured up to n = {measured_n}" if verify_cost is not None else ""
+    fig.update_layout(
+        title=title or f"Predicted speedup vs gamma (measured c = {c:.3f}{ext})",
+        xaxis=dict(title="gamma (0 = plain decoding)", dtick=1),
+        yaxis_title="speedup over plain decoding",
+        height=420,
+    )
+    return fig
+
+
+def measured_speedup_figure(
+    sweep: Any,
+    *,
+    best: Mapping[str, int] | None = None,
+    title: str = "Speedup vs gamma per category",
+    cols: int = 4,
+) -> go.Figure:
+    """One panel per category of ``sweep`` (rows: ``category``, ``gamma``, ``measured``,
+    ``predicted_leviathan``, ``predicted_with_verify``): the measured speedup (vermillion) with
+    plain decoding at gamma 0 (black, 1 by definition), Leviathan's prediction (dotted) and
+    with the verify cost (dashed), one colour per meaning in every panel. ``best`` (category
+    -> gamma, 0 for plain) rings the best measured gamma."""
+    cats = list(dict.fromkeys(sweep["category"]))
+    ncols = min(cols, len(cats))
+    nrows = math.ceil(len(cats) / ncols)
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=cats, shared_yaxes=True)
+    for i, cat in enumerate(cats):
+        s = sweep[sweep["category"] == cat].sort_values("gamma")
+        at = dict(row=i // ncols + 1, col=i % ncols + 1)
+        first = i == 0
+        gs = [0] + [int(g) for g in s["gamma"]]
+        fig.add_trace(
+            go.Scatter(
+                x=gs,
+                y=[1.0] + s["measured"].astype(float).tolist(),
+                name="measured",
+                legendgroup="measured",
+                showlegend=first,
+                mode="lines+markers",
+                line=dict(color=PALETTE["speculative"]),
+            ),
+            **at,
+        )
+        for col, name, dash in (
+            ("predicted_leviathan", "Leviathan", "dot"),
+            ("predicted_with_verify", "+ verify cost", "dash"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=s["gamma"].tolist(),
+                    y=s[col].astype(float).tolist(),
+                    name=name,
+                    legendgroup=name,
+                    showlegend=first,
+                    mode="lines",
+                    line=dict(color=THEORY_COLOR, dash=dash),
+                ),
+                **at,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[0],
+                y=[1.0],
+                name="plain decoding (gamma 0)",
+                legendgroup="plain",
+                showlegend=first,
+                mode="markers",
+                marker=dict(color=PALETTE["plain"], size=9),
+            ),
+            **at,
+        )
+        if best is not None and cat in best:
+            g = int(best[cat])
+            y = 1.0 if g == 0 else float(s.set_index("gamma")["measured"].get(g, np.nan))
+            fig.add_trace(
+                go.Scatter(
+                    x=[g],
+                    y=[y],
+                    name="best measured gamma",
+                    legendgroup="best",
+                    showlegend=first,
+                    mode="markers",
+                    marker=dict(symbol="circle-open", size=16, color=PALETTE["speculative"]),
+                ),
+                **at,
+            )
+        fig.add_hline(y=1.0, line_dash="dot", line_color="grey", **at)
+    fig.update_xaxes(title_text="gamma (0 = plain)", dtick=1)
+    fig.update_yaxes(title_text="speedup over plain", col=1)
+    fig.update_layout(title=title, height=300 + 170 * nrows)
     return fig

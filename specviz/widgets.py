@@ -27,7 +27,13 @@ from specviz.lab.experiments import (
 )
 from specviz.lab.explorers import GridExplorer, ToyExplorer
 from specviz.verification.zoo import first_token_law
-from specviz.views.explorers import FigureSelector, TraceExplorer, sync_figure
+from specviz.views.explorers import (
+    FigureSelector,
+    TraceExplorer,
+    borderline_tests,
+    most_borderline,
+    sync_figure,
+)
 
 __all__ = [
     "FigureSelector",
@@ -40,6 +46,7 @@ __all__ = [
     "ToySimulation",
     "TraceExplorer",
     "acceptance_at",
+    "borderline_tests",
     "calibration_on_toy",
     "continuation_table",
     "first_token_law",
@@ -47,6 +54,7 @@ __all__ = [
     "load_models",
     "logit_margins",
     "memo_pair",
+    "most_borderline",
     "pooled_cells",
     "power_curves",
     "precision_drafters",

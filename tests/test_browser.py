@@ -338,3 +338,178 @@ def test_grid_explorer_dropdown_redraws_in_chromium(chromium, tmp_path):
     assert not problems, (
         "browser console errors:\n" + "\n".join(problems) + (f"\n(JupyterLab log: {lab_log})")
     )
+
+
+TRACE_NOTEBOOK = ROOT / "notebooks" / "02_trace_explorer.ipynb"
+# the token strip, the explorer's 4 FigureWidgets, the 3 figures of all tests, the first
+# rejection's 3 and the most borderline test's 2
+TRACE_MIN_PLOTS = 10
+
+_EXPLORER_TITLES = (
+    "el => [...el.querySelectorAll('.js-plotly-plot .gtitle')].map(e => e.textContent)"
+)
+# pixel centre of the first strip token of the earliest step other than `current`, and its slot
+_OTHER_TOKEN = """([el, current]) => {
+    const gd = el.querySelectorAll('.js-plotly-plot')[0];
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const box = gd.getBoundingClientRect();
+    let best = null;
+    for (const tr of gd.data) {
+        const cd = tr.customdata || [];
+        for (let i = 0; i < cd.length; i++) {
+            if (cd[i][0] === current || (best && best.step <= cd[i][0])) continue;
+            best = {
+                step: cd[i][0], row: cd[i][1],
+                x: box.left + xa._offset + xa.l2p(tr.base[i] + tr.x[i] / 2),
+                y: box.top + ya._offset + ya.l2p(tr.y[i]),
+            };
+        }
+    }
+    return best;
+}"""
+
+
+# every panel of the explorer drawn again after a redraw (the strip and p/q have bars)
+_SETTLED = """el => {
+    const gds = [...el.querySelectorAll('.js-plotly-plot')];
+    const titled = g => g.layout && g.layout.title && g.layout.title.text;
+    return gds.length === 4 && gds.every(titled)
+        && gds[0].data.length > 0 && gds[1].data.length > 0;
+}"""
+
+
+# a tested draft's accept panel carries no note: a note of an earlier step must not linger
+_STALE_NOTE = """el => {
+    const acc = el.querySelectorAll('.js-plotly-plot')[3];
+    const tested = / -> (accept|reject)$/.test(acc.layout.title.text);
+    return tested && acc.querySelectorAll('.annotation').length > 0;
+}"""
+
+
+_PANELS = """el => [...el.querySelectorAll('.js-plotly-plot')].map(g => [
+    (g.layout && g.layout.title && g.layout.title.text) || null, (g.data || []).length])"""
+
+
+def _settle(page, el, path: str) -> None:
+    """Wait until the explorer's figures are redrawn, then screenshot it to ``path``."""
+    try:
+        page.wait_for_function(_SETTLED, arg=el, timeout=60_000)
+    except Exception as e:  # say what the panels show
+        el.screenshot(path=path)
+        raise AssertionError(f"explorer not redrawn ({path}): {page.evaluate(_PANELS, el)}") from e
+    page.wait_for_timeout(500)
+    el.screenshot(path=path)
+    assert not page.evaluate(_STALE_NOTE, el), f"a stale note is drawn ({path})"
+
+
+def _current_step(titles: list[str]) -> int:
+    return int(next(m.group(1) for t in titles if (m := re.match(r"step (\d+), ", t))))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_trace_explorer_controls_in_chromium(chromium, tmp_path):
+    """Notebook 02 on SmolLM2-135M with its trained head (small configuration): the explorer's
+    "most borderline test" jumps to an open decision (0.05 < min(1, p/q) < 0.95), a click on a
+    token of the strip opens that token's step, the play button walks the steps, and the log
+    toggle puts the p/q axis on a log scale; a screenshot after each, no console errors."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"browser_{TRACE_NOTEBOOK.stem}"
+    with _lab(tmp_path, TRACE_NOTEBOOK) as (base, token, lab_log):
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=chromium, args=CHROMIUM_FLAGS, headless=True
+            )
+            try:
+                page, problems = _open_and_run_all(
+                    browser, base, token, TRACE_NOTEBOOK.name, TRACE_MIN_PLOTS
+                )
+                errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']").count()
+                assert errors == 0, "a cell raised"
+                body = page.inner_text(".jp-Notebook")
+                assert "Error displaying widget" not in body
+                assert "Loading widget" not in body
+                # the notebook's own check (text_content: cells out of view are not rendered)
+                assert "Real decisions: " in (page.text_content(".jp-Notebook") or "")
+                explorer = (
+                    page.locator(".jp-OutputArea-output")
+                    .filter(has=page.locator(".widget-play"))
+                    .first
+                )
+                assert explorer.locator(".js-plotly-plot").count() == 4
+                explorer.scroll_into_view_if_needed()
+                el = explorer.element_handle()
+                _settle(page, el, f"{shot}_opened.png")
+
+                # 1. the most borderline test: the info line names it, the button opens it
+                m = re.search(
+                    r"most borderline test: step (\d+), draft position (\d+), "
+                    r"min\(1, p/q\) = ([0-9.]+)",
+                    explorer.inner_text(),
+                )
+                assert m, "the info line names no borderline test"
+                b_step, b_pos, b_a = int(m.group(1)), int(m.group(2)), float(m.group(3))
+                assert 0.05 < b_a < 0.95
+                explorer.locator("button", has_text="most borderline test").click()
+                page.wait_for_function(
+                    """([el, head, a]) => [...el.querySelectorAll('.js-plotly-plot .gtitle')]
+                        .some(t => t.textContent.startsWith(head)
+                                   && t.textContent.includes('min(1, p/q) = ' + a))""",
+                    arg=[el, f"step {b_step}, draft position {b_pos}:", m.group(3)],
+                    timeout=60_000,
+                )
+                _settle(page, el, f"{shot}_borderline.png")
+
+                # 2. click a token of another step: the explorer opens that step at that token
+                current = _current_step(page.evaluate(_EXPLORER_TITLES, el))
+                target = page.evaluate(_OTHER_TOKEN, [el, current])
+                assert target is not None, "the strip has a single step"
+                page.mouse.move(target["x"], target["y"])
+                page.wait_for_timeout(300)
+                page.mouse.click(target["x"], target["y"])
+                page.wait_for_function(
+                    """([el, head]) => [...el.querySelectorAll('.js-plotly-plot .gtitle')]
+                        .some(t => t.textContent.startsWith(head))""",
+                    arg=[el, f"step {target['step']}, "],
+                    timeout=60_000,
+                )
+                _settle(page, el, f"{shot}_clicked.png")
+
+                # 3. play: the steps advance on their own (the slider follows), then pause
+                start = int(explorer.locator(".widget-slider .widget-readout").first.inner_text())
+                handle = explorer.locator(".widget-slider .noUi-handle").first
+                last = int(float(handle.get_attribute("aria-valuemax") or 0))
+                assert last > start, "nothing left to play"
+                goal = min(start + 2, last)
+                buttons = explorer.locator(".widget-play button")
+                buttons.nth(0).click()
+                page.wait_for_function(
+                    """([el, goal]) => {
+                        const r = el.querySelector('.widget-slider .widget-readout');
+                        return r && parseInt(r.textContent) >= goal;
+                    }""",
+                    arg=[el, goal],
+                    timeout=60_000,
+                )
+                buttons.nth(0).click()  # the play button turned into pause
+                page.wait_for_timeout(1500)
+                _settle(page, el, f"{shot}_played.png")
+                played = _current_step(page.evaluate(_EXPLORER_TITLES, el))
+                assert played >= goal > start, (start, goal, played, last)
+
+                # 4. the log toggle: the p/q panel's probability axis becomes logarithmic
+                is_log = """el => {
+                    const gd = el.querySelectorAll('.js-plotly-plot')[1];
+                    return gd._fullLayout.yaxis.type === 'log';
+                }"""
+                assert not page.evaluate(is_log, el)
+                explorer.locator("button", has_text="log scale").click()
+                page.wait_for_function(is_log, arg=el, timeout=60_000)
+                _settle(page, el, f"{shot}_log.png")
+            finally:
+                browser.close()
+    assert not problems, (
+        "browser console errors:\n" + "\n".join(problems) + (f"\n(JupyterLab log: {lab_log})")
+    )

@@ -64,6 +64,84 @@ def test_dataframe_has_the_contract_columns(result):
     assert (df[df.emitted_kind != "corrected"].residual_ids.map(len) == 0).all()
 
 
+def _sampled(vocab: int, **kw):
+    target, draft = sv.toy_pair(vocab, 2, noise=2.0, seed=3)
+    return sv.speculative_generate(
+        target, draft, [0, 1], gamma=4, max_new_tokens=40, do_sample=True, seed=5, **kw
+    ).trace
+
+
+def test_p_and_q_are_kept_over_one_set_of_ids(monkeypatch):
+    """Version 4: a drafted row keeps p and q over the union of both top-k lists, the drafted
+    and the emitted token (and the residual's top-k at a rejection), so every bar has both
+    values; each list is sorted by its own law, its first k entries that law's top-k. Checked
+    with k = 2 against the same run recorded over the whole vocabulary (recording draws no
+    randomness, so the runs are the same)."""
+    from specviz.decoding import records
+
+    full = _sampled(5)
+    monkeypatch.setattr(records, "TOP_K_TRACE", 2)
+    cut = _sampled(5)
+    assert [s.emitted for s in cut.steps] == [s.emitted for s in full.steps]
+    grew = 0
+    for s_full, s_cut in zip(full.steps, cut.steps, strict=True):
+        for whole, r in zip(s_full.positions, s_cut.positions, strict=True):
+            p_all = dict(zip(whole.top_p_ids, whole.top_p_probs, strict=True))
+            p = dict(zip(r.top_p_ids, r.top_p_probs, strict=True))
+            assert list(r.top_p_probs) == sorted(r.top_p_probs, reverse=True)
+            assert all(p[i] == pytest.approx(p_all[i]) for i in p)
+            assert set(r.top_p_ids[:2]) == set(whole.top_p_ids[:2])
+            if r.emitted_token >= 0:
+                assert r.emitted_token in p
+            if r.draft_token < 0:  # the bonus slot: no q
+                assert r.top_q_ids == ()
+                continue
+            q_all = dict(zip(whole.top_q_ids, whole.top_q_probs, strict=True))
+            q = dict(zip(r.top_q_ids, r.top_q_probs, strict=True))
+            assert set(q) == set(p) and r.draft_token in p
+            assert list(r.top_q_probs) == sorted(r.top_q_probs, reverse=True)
+            assert all(q[i] == pytest.approx(q_all[i]) for i in q)
+            assert set(r.top_q_ids[:2]) == set(whole.top_q_ids[:2])
+            assert p[r.draft_token] == pytest.approx(r.p_target)
+            assert q[r.draft_token] == pytest.approx(r.q_draft)
+            grew += len(p) > 2
+            if r.emitted_kind == "corrected":  # the corrected token is in the residual's list
+                res = dict(zip(r.residual_ids, r.residual_probs, strict=True))
+                assert r.emitted_token in res and res[r.emitted_token] > 0
+                assert set(res) <= set(p)
+                assert list(r.residual_probs) == sorted(r.residual_probs, reverse=True)
+    assert grew  # the union is wider than either top-2 list somewhere
+
+
+def test_never_tested_drafts_have_no_uniform_draw(result):
+    rows = [r for s in result.trace.steps for r in s.positions if r.draft_token >= 0]
+    assert any(not r.evaluated for r in rows)
+    assert all(math.isnan(r.u) for r in rows if not r.evaluated)
+    assert all(0 <= r.u < 1 for r in rows if r.evaluated)
+
+
+def test_version_3_file_loads_with_no_u_at_never_tested_drafts(saved, tmp_path):
+    """Version 3 kept the unused draw of a draft after the first rejection; it loads as NaN."""
+    _, lines = saved
+    header = dict(lines[0], version=3)
+    steps = json.loads(json.dumps(lines[1:-1]))
+    edited = 0
+    for st in steps:
+        for row in st["positions"]:
+            if not row["evaluated"]:
+                row["u"], edited = 0.25, edited + 1
+    assert edited
+    old = tmp_path / "v3.jsonl"
+    _write(old, [header, *steps, lines[-1]])
+    loaded = Trace.load(old)
+    rows = [r for s in loaded.steps for r in s.positions]
+    assert all(math.isnan(r.u) for r in rows if not r.evaluated)
+    assert [r.u for r in rows if r.evaluated] == pytest.approx(
+        [r.u for s in Trace.load(saved[0]).steps for r in s.positions if r.evaluated],
+        nan_ok=True,
+    )
+
+
 def test_emitted_tokens_rebuild_the_output(result):
     df = result.trace.to_dataframe()
     emitted = df[df.emitted_token >= 0].sort_values("position").emitted_token.tolist()
@@ -202,7 +280,7 @@ def _strict_loads(line: str):
 
 
 def test_save_writes_strict_json_with_end_record(result, tmp_path):
-    assert TRACE_VERSION == 3
+    assert TRACE_VERSION == 4
     path = result.trace.save(tmp_path / "t.jsonl")
     text = path.read_text()
     assert text.endswith("\n")
@@ -326,7 +404,7 @@ def test_content_after_end_record_is_refused(saved, tmp_path, extra):
         (True, r"version True is not an integer"),
         (None, r"version None is not an integer"),
         ("missing", r"the trace header has no format version"),
-        (TRACE_VERSION + 1, r"version 4 is newer than this specviz understands \(3\); upgrade"),
+        (TRACE_VERSION + 1, r"version 5 is newer than this specviz understands \(4\); upgrade"),
     ],
 )
 def test_bad_versions_are_refused(saved, tmp_path, version, message):

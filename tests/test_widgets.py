@@ -88,6 +88,115 @@ def test_trace_explorer_matches_viz(trace):
     assert list(got.y) == pytest.approx(list(expected.data[0].y))
 
 
+def _rows(trace, pred):
+    return [(s.step, j) for s in trace.steps for j, r in enumerate(s.positions) if pred(s, r)]
+
+
+def test_trace_explorer_opens_on_the_rejection_else_the_first_test(trace):
+    ex = W.TraceExplorer(trace, NAMES)
+    first = next(s for s in trace.steps if s.drafted)
+    assert ex.step == first.step
+    full = next(s for s in trace.steps if s.drafted and s.accepted == s.drafted)
+    ex.show_step(full.step)
+    assert ex.row == 0 and "draft position 1:" in title(ex.pq)  # its first test, not the bonus
+    assert "accept" in title(ex.accept)
+    rej = next(s for s in trace.steps if s.accepted < s.drafted)
+    ex.show_step(rej.step)
+    assert ex.row == rej.accepted and "reject" in title(ex.accept)
+    assert f"draft position {rej.accepted + 1}:" in title(ex.residual)
+
+
+def test_trace_explorer_marks_never_tested_drafts(trace):
+    step, row = _rows(trace, lambda s, r: r.draft_token >= 0 and not r.evaluated)[0]
+    ex = W.TraceExplorer(trace, NAMES)
+    ex.show_step(step, row)
+    s = trace.steps[step]
+    labels = dict((v, k) for k, v in ex.row_select.options)
+    assert "never tested" in labels[row] and "rejected" in labels[s.accepted]
+    assert "never tested" in title(ex.pq) and "never tested" in title(ex.accept)
+    u = next(t for t in ex.accept.data if t.name == "u (uniform draw)")
+    assert len(u.x) == 0  # no u marker: the draw decided nothing
+    note = ex.residual.layout.annotations[0].text
+    assert "never tested" in note and "greedy" not in note
+    assert f"draft position {s.accepted + 1}" in note
+    assert "never tested" in ex.info.value
+
+
+def test_trace_explorer_uses_one_based_draft_positions_in_hovers(trace):
+    ex = W.TraceExplorer(trace, NAMES)
+    for t in ex.strip.data:
+        for step, row, text in t.customdata:
+            r = trace.steps[step].positions[row]
+            if r.draft_token >= 0:
+                assert f"step {step}, draft position {row + 1}" in text
+            elif trace.steps[step].drafted:
+                assert f"after draft position {trace.steps[step].drafted}" in text
+        assert t.hovertemplate == "%{customdata[2]}<extra></extra>"
+
+
+def test_trace_explorer_jumps_to_the_most_borderline_test(trace):
+    tested = [
+        (abs(r.accept_prob - 0.5), s.step, j)
+        for s in trace.steps
+        for j, r in enumerate(s.positions)
+        if r.draft_token >= 0 and r.evaluated and not math.isnan(r.u)
+    ]
+    _, step, row = min(tested)
+    ex = W.TraceExplorer(trace, NAMES)
+    assert ex.borderline == (step, row) and not ex.borderline_button.disabled
+    ex.borderline_button.click()
+    assert (ex.step, ex.row) == (step, row)
+    assert title(ex.pq).startswith(f"step {step}, draft position {row + 1}:")
+    a = trace.steps[step].positions[row].accept_prob
+    assert f"min(1, p/q) = {a:.3f}" in title(ex.accept)
+    found = W.borderline_tests(trace)
+    assert found and all(0.05 < x < 0.95 for _, _, x in found)
+    assert len(found) == sum(d < 0.45 for d, _, _ in tested)
+
+
+def test_trace_explorer_click_a_token_opens_its_step(trace):
+    from plotly.callbacks import InputDeviceState, Points
+
+    ex = W.TraceExplorer(trace, NAMES)
+    t = next(t for t in ex.strip.data if t.name == "corrected")
+    i = len(t.x) - 1
+    step, row = t.customdata[i][:2]
+    assert step != ex.step
+    k = list(ex.strip.data).index(t)
+    t._dispatch_on_click(Points([i], [t.x[i]], [t.y[i]], t.name, k), InputDeviceState())
+    assert (ex.step, ex.row) == (step, row)
+    assert ex.slider.value == ex.steps.index(step)
+    assert "reject" in title(ex.accept)
+    # the handlers survive the redraw: a second click works too
+    b = next(t for t in ex.strip.data if t.name == "bonus")
+    step2, row2 = b.customdata[0][:2]
+    b._dispatch_on_click(Points([0], [b.x[0]], [b.y[0]], b.name, 0), InputDeviceState())
+    assert (ex.step, ex.row) == (step2, row2) and "bonus" in title(ex.pq)
+
+
+def test_trace_explorer_play_walks_the_steps(trace):
+    ex = W.TraceExplorer(trace, NAMES)
+    assert ex.play.max == ex.slider.max and ex.play.value == ex.slider.value
+    ex.play.value = 3  # what a tick of the play button does
+    assert ex.step == ex.steps[3] and ex.slider.value == 3
+    ex.prev_button.click()
+    assert ex.play.value == 2  # and the play button follows the other controls
+
+
+def test_trace_explorer_log_scale_toggle(trace):
+    ex = W.TraceExplorer(trace, NAMES)
+    rej = next(s for s in trace.steps if s.accepted < s.drafted)
+    ex.show_step(rej.step)
+    assert ex.pq.layout.yaxis.type in (None, "linear", "-")
+    ex.log_toggle.value = True
+    assert ex.log_scale and ex.pq.layout.yaxis.type == "log"
+    assert ex.residual.layout.yaxis.type == "log"
+    ex.next_button.click()  # stays on while scrubbing
+    assert ex.pq.layout.yaxis.type == "log"
+    ex.set_log_scale(False)
+    assert not ex.log_toggle.value and ex.pq.layout.yaxis.type != "log"
+
+
 def test_trace_explorer_refuses_plain_traces():
     target, _ = sv.toy_pair(5, 2, seed=0)
     base = sv.autoregressive_generate(target, [0], max_new_tokens=3)
@@ -97,8 +206,9 @@ def test_trace_explorer_refuses_plain_traces():
 
 def test_nan_becomes_null_in_widgets(trace):
     # bonus slots carry NaN p/q; the widget comm refuses NaN, so sync_figure must drop it
-    ex = W.TraceExplorer(trace, NAMES)
-    bonus = next(t for t in ex.strip.data if t.name == "bonus")
+    fw = go.FigureWidget()
+    W.sync_figure(fw, viz.token_strip_figure(trace, NAMES))
+    bonus = next(t for t in fw.data if t.name == "bonus")
     flat = [v for row in bonus.customdata for v in row]
     assert None in flat
     assert not any(isinstance(v, float) and math.isnan(v) for v in flat)

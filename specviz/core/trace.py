@@ -3,7 +3,7 @@
 Everything downstream -- metrics, statistics, figures, widgets -- reads this one record type.
 Traces are frozen and can be saved to / loaded from JSON Lines with a format version, so a
 notebook can reload a run without recomputing it. A trace file is a header line
-(``{"format": "specviz-trace", "version": 2, "meta": ...}``), one line per step and an end record
+(``{"format": "specviz-trace", "version": 4, "meta": ...}``), one line per step and an end record
 (``{"end": true, "steps": N}``); it is written atomically (temporary file, fsync, rename), and a
 file without its end record is refused as truncated rather than read as a shorter run.
 """
@@ -31,10 +31,15 @@ __all__ = [
 ]
 
 TRACE_FORMAT = "specviz-trace"
-TRACE_VERSION = 3
-"""Version 3 records token trees (``Step.tree``); version 2 ended every file with
-``{"end": true, "steps": N}`` and wrote strict JSON (NaN as ``null``); files of versions 1
-(no end record) and 2 still load."""
+TRACE_VERSION = 4
+"""Version 4 keeps a drafted position's p and q over one set of ids (the union of both top-k
+lists, the drafted and the emitted token, at a rejection the residual's top-k; ``top_p_ids``
+is that set by p, ``top_q_ids`` the same set by q) and writes ``u`` as NaN where no test took
+place (the drafts after the first rejection); version 3 records token trees (``Step.tree``);
+version 2 ended every file with ``{"end": true, "steps": N}`` and wrote strict JSON (NaN as
+``null``). Files of versions 1 (no end record), 2 and 3 still load: their top-k lists stay
+each law's own (a token in one list may be missing from the other), and the ``u`` they kept
+for never-tested drafts is read as NaN."""
 
 
 class TraceFormatError(ValueError):
@@ -50,16 +55,19 @@ class DraftPosition:
     q_draft: float  # q of the drafted token (1.0 for a point-mass proposal, NaN for bonus)
     p_target: float  # p of the drafted token (NaN for bonus)
     accept_prob: float
-    u: float  # the uniform draw (NaN when the rule draws none)
+    u: float  # the uniform draw (NaN when the rule draws none or the draft was never tested)
     accepted: bool
     evaluated: bool  # False for drafts after the first rejection (never looked at)
     emitted_token: int  # -1 when nothing was emitted at this slot
     emitted_kind: str  # "accepted" | "corrected" | "bonus" | "discarded"
+    # p and q over one set of ids (version 4): both top-k lists, the drafted and the emitted
+    # token, at a rejection the residual's top-k; by p in top_p_*, by q in top_q_*
     top_p_ids: tuple[int, ...] = ()
     top_p_probs: tuple[float, ...] = ()
-    top_q_ids: tuple[int, ...] = ()
+    top_q_ids: tuple[int, ...] = ()  # empty: a point-mass proposal (q = 1 at the draft)
     top_q_probs: tuple[float, ...] = ()
-    residual_ids: tuple[int, ...] = ()  # top-k of norm(max(0, p - q)) at a rejection
+    residual_ids: tuple[int, ...] = ()  # top-k of norm(max(0, p - q)) at a rejection, + the
+    # corrected token
     residual_probs: tuple[float, ...] = ()
     source_id: int = -1  # cross-vocabulary drafting: the draft-side id of the drafted token
     source_piece: str = ""  # ... and its draft-side string
@@ -242,12 +250,13 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
-        """Read a trace written by :meth:`save` (format version 1, 2 or 3).
+        """Read a trace written by :meth:`save` (format version 1 to 4).
 
-        Version 2 files must end with the end record; a file without it (cut short by an
-        interrupted write or copy), with a step count that disagrees with it, or with
-        anything after it is a :class:`TraceFormatError`. Version 1 files (written before
-        specviz recorded an end) load as they always did.
+        Files of version 2 and later must end with the end record; a file without it (cut
+        short by an interrupted write or copy), with a step count that disagrees with it, or
+        with anything after it is a :class:`TraceFormatError`. Version 1 files (written before
+        specviz recorded an end) load as they always did. Files before version 4 read ``u``
+        as NaN at never-tested drafts (they kept the unused draw there).
         """
         path = Path(path)
         suffix = path.suffix.lower()
@@ -289,7 +298,7 @@ class Trace:
                 end = no
                 continue
             try:
-                steps.append(_step_from_dict(d))
+                steps.append(_step_from_dict(d, version))
             except (TypeError, KeyError, AttributeError, ValueError) as e:
                 raise TraceFormatError(f"{path}: line {no} is not a valid step ({e})") from None
         if strict and end is None:
@@ -384,8 +393,12 @@ def _to_float(v: Any) -> Any:
     return v
 
 
-def _step_from_dict(d: dict[str, Any]) -> Step:
+def _step_from_dict(d: dict[str, Any], version: int = TRACE_VERSION) -> Step:
     positions = tuple(_position_from_dict(p) for p in d.pop("positions"))
+    if version < 4:  # the unused draw of a never-tested draft: no test, so no u
+        positions = tuple(
+            p if p.evaluated else dataclasses.replace(p, u=math.nan) for p in positions
+        )
     d["tree"] = tuple(_node_from_dict(t) for t in d.get("tree", ()))  # versions < 3: none
     d["path"] = tuple(d.get("path", ()))
     d["emitted"] = tuple(d["emitted"])

@@ -79,6 +79,14 @@ def _source(draft: Draft | None, i: int) -> dict[str, Any]:
     return out
 
 
+def _by_value(
+    ids: Sequence[int], probs: Sequence[float]
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The distinct ``ids`` with their ``probs``, by decreasing probability (ties by id)."""
+    items = sorted(dict(zip(ids, probs, strict=True)).items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple(i for i, _ in items), tuple(x for _, x in items)
+
+
 def _positions(
     start: int,
     dg: DraftGroup,
@@ -86,7 +94,13 @@ def _positions(
     v: Verdict,
     committed: Sequence[int],
 ) -> tuple[DraftPosition, ...]:
-    """The per-position trace rows of one step of one row (one host transfer for all)."""
+    """The per-position trace rows of one step of one row (one host transfer for all).
+
+    Every row keeps p (and, for a drafter that reports q, q) over one set of ids: the union of
+    p's and q's top-k, the drafted and the emitted token, and at the rejection the residual's
+    top-k -- so a figure never has to draw a bar whose other value is unknown. ``top_p_*`` is
+    that set sorted by p, ``top_q_*`` the same set sorted by q (their first k entries are each
+    law's own top-k). ``u`` is NaN after the first rejection: no test took place there."""
     k = dg.tokens.numel()
     n = v.num_accepted
     dev = p_target.device
@@ -94,22 +108,43 @@ def _positions(
     q_draft = None if dg.q_draft is None else dg.q_draft.to(dev)
     idx = torch.arange(k, device=dev)
     kk = min(TOP_K_TRACE, p_target.shape[-1])
-    top_p = torch.topk(p_target[: k + 1], kk, dim=-1)  # [k+1, kk]
+    top_p = torch.topk(p_target[: k + 1], kk, dim=-1).indices  # [k+1, kk]
+    # candidate ids per row (duplicates are dropped on the host): p's top-k, q's top-k, the
+    # drafted token, the emitted token, the residual's top-k at the rejection
+    fill = top_p[:, :1]  # a harmless duplicate where a row has no such id
+    emit = torch.tensor(
+        [committed[i] if i < len(committed) else -1 for i in range(k + 1)],
+        dtype=torch.long,
+        device=dev,
+    ).view(-1, 1)
+    cols = [top_p, torch.where(emit >= 0, emit, fill)]
+    if k:
+        cols.append(torch.cat([tok.view(-1, 1), fill[k:]]))
+    if q_draft is not None and k:
+        cols.append(torch.cat([torch.topk(q_draft, kk, dim=-1).indices, top_p[k:]]))
     host: dict[str, Any] = {
         "p_x": p_target[idx, tok],
         "q_x": q_draft[idx, tok] if q_draft is not None else torch.ones(k, device=dev),
         "acc": v.accept_prob,
         "u": v.u,
-        "tp_i": top_p.indices,
-        "tp_v": top_p.values,
     }
+    if v.residual is not None and n <= k:
+        residual = v.residual.to(dev)
+        top_r = torch.topk(residual, kk).indices
+        res_col = top_p.clone()
+        res_col[n] = top_r
+        cols.append(res_col)
+        r_ids = torch.cat([top_r, emit[n] if n < len(committed) else top_r[:1]])  # + corrected
+        host["r_i"], host["r_v"] = r_ids, residual[r_ids]
+    cand = torch.cat(cols, dim=1)  # [k+1, C]
+    host["c_i"], host["c_p"] = cand, p_target[: k + 1].gather(1, cand)
     if q_draft is not None and k:
-        top_q = torch.topk(q_draft, kk, dim=-1)
-        host["tq_i"], host["tq_v"] = top_q.indices, top_q.values
-    if v.residual is not None:
-        top_r = torch.topk(v.residual, kk)
-        host["r_i"], host["r_v"] = top_r.indices, top_r.values
+        host["c_q"] = q_draft.gather(1, cand[:k])
     h = {key: val.tolist() for key, val in host.items()}
+    top_ps = [_by_value(ids, ps) for ids, ps in zip(h["c_i"], h["c_p"], strict=True)]
+    top_qs = [_by_value(ids, qs) for ids, qs in zip(h["c_i"], h.get("c_q", ()), strict=False)]
+    res = _by_value(h["r_i"], h["r_v"]) if "r_i" in h else ((), ())
+    nan = float("nan")
 
     rows = []
     for i in range(k):
@@ -124,22 +159,21 @@ def _positions(
                 q_draft=h["q_x"][i],
                 p_target=h["p_x"][i],
                 accept_prob=h["acc"][i],
-                u=h["u"][i],
+                u=h["u"][i] if i <= n else nan,
                 accepted=i < n,
                 evaluated=i <= n,
                 emitted_token=emitted,
                 emitted_kind=kind,
-                top_p_ids=tuple(h["tp_i"][i]),
-                top_p_probs=tuple(h["tp_v"][i]),
-                top_q_ids=tuple(h["tq_i"][i]) if "tq_i" in h else (),
-                top_q_probs=tuple(h["tq_v"][i]) if "tq_v" in h else (),
-                residual_ids=tuple(h["r_i"]) if rej and "r_i" in h else (),
-                residual_probs=tuple(h["r_v"]) if rej and "r_v" in h else (),
+                top_p_ids=top_ps[i][0],
+                top_p_probs=top_ps[i][1],
+                top_q_ids=top_qs[i][0] if top_qs else (),
+                top_q_probs=top_qs[i][1] if top_qs else (),
+                residual_ids=res[0] if rej else (),
+                residual_probs=res[1] if rej else (),
                 **_source(dg.source, i),
             )
         )
     if n == k:
-        nan = float("nan")
         rows.append(
             DraftPosition(
                 position=start + k,
@@ -152,8 +186,8 @@ def _positions(
                 evaluated=True,
                 emitted_token=committed[k] if len(committed) > k else -1,
                 emitted_kind="bonus",
-                top_p_ids=tuple(h["tp_i"][k]),
-                top_p_probs=tuple(h["tp_v"][k]),
+                top_p_ids=top_ps[k][0],
+                top_p_probs=top_ps[k][1],
             )
         )
     return tuple(rows)

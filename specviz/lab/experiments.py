@@ -247,7 +247,9 @@ def load_models(
     cell can switch pairs with an environment variable.
 
     ``draft`` is ``prompt_lookup`` (n-gram copy, no draft model), ``self`` (the target drafts
-    for itself: acceptance 1, an upper bound), ``early_exit:L`` (the target's first L layers)
+    for itself: acceptance 1, an upper bound), ``early_exit:L`` (the target's first L layers),
+    ``eagle_head`` (the trained EAGLE-style head on the target's features,
+    :meth:`~specviz.drafting.heads.HeadDrafter.from_pretrained`; shipped for SmolLM2-135M)
     or a model name for :func:`specviz.models.load_pair` (e.g. ``qwen2.5-coder-0.5b`` with
     target ``qwen2.5-coder-1.5b``). Extra keywords (dtype, device) go to the loaders.
     """
@@ -255,13 +257,17 @@ def load_models(
 
     t0 = time.perf_counter()
     kw.setdefault("progress", False)
-    if draft in ("prompt_lookup", "self") or draft.startswith("early_exit:"):
+    if draft in ("prompt_lookup", "self", "eagle_head") or draft.startswith("early_exit:"):
         model = load_model(target, **kw)
         tok = load_tokenizer(target, progress=kw["progress"])
         if draft == "prompt_lookup":
             d: Any = PromptLookupDrafter()
         elif draft == "self":
             d = model
+        elif draft == "eagle_head":
+            from ..drafting.heads import HeadDrafter
+
+            d = HeadDrafter.from_pretrained(model)
         else:
             d = EarlyExitDrafter(model, int(draft.split(":", 1)[1]))
         label = f"{target} + {draft}"

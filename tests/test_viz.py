@@ -15,6 +15,8 @@ import specviz as sv
 from specviz import viz
 from specviz.drafters import PromptLookupDrafter
 from specviz.stats import goodness_of_fit
+from specviz.views.palette import PALETTE
+from specviz.views.trace import STRIP_COLORS
 
 NAMES = ["the", "cat", "sat", "on", "mat"]
 
@@ -69,11 +71,15 @@ def test_token_label_sources():
 
 def test_slots_read_back_the_generated_text(trace):
     slots = viz.token_slots(trace)
-    emitted = [s.token for s in slots if s.kind != "discarded"]
+    emitted = [s.token for s in slots if s.kind not in ("rejected", "discarded")]
     assert emitted == [t for st in trace.steps for t in st.emitted]
-    kinds = {k: sum(s.kind == k for s in slots) for k in viz.KIND_COLORS}
+    kinds = {k: sum(s.kind == k for s in slots) for k in STRIP_COLORS}
     assert kinds["accepted"] == sum(st.accepted for st in trace.steps)
-    assert kinds["discarded"] == sum(st.drafted - st.accepted for st in trace.steps)
+    # the rejected draft (tested) is told apart from the drafts after it (never tested)
+    assert kinds["rejected"] == sum(st.accepted < st.drafted for st in trace.steps)
+    assert kinds["rejected"] + kinds["discarded"] == sum(
+        st.drafted - st.accepted for st in trace.steps
+    )
     assert kinds["corrected"] == sum(st.final_kind == "corrected" for st in trace.steps)
     assert kinds["bonus"] == sum(st.final_kind == "bonus" for st in trace.steps)
 
@@ -81,7 +87,10 @@ def test_slots_read_back_the_generated_text(trace):
 def test_token_strip_cells_and_highlight(trace, rejection_step):
     fig = viz.token_strip_figure(trace, NAMES, highlight_step=rejection_step, per_row=10)
     slots = viz.token_slots(trace)
-    assert {t.name for t in fig.data} == {"accepted", "corrected", "bonus", "discarded"}
+    assert {t.name for t in fig.data} == {"accepted", "rejected", "corrected", "bonus", "discarded"}
+    # one colour per meaning: a rejected draft is wine, never the grey of a never-tested one
+    for t in fig.data:
+        assert t.marker.color == PALETTE[t.name]
     assert sum(len(t.x) for t in fig.data) == len(slots)
     # each cell sits at its reading-order index: row = i // 10, column = i % 10
     cells = sorted((int(y), int(b)) for t in fig.data for y, b in zip(t.y, t.base, strict=True))
@@ -90,6 +99,29 @@ def test_token_strip_cells_and_highlight(trace, rejection_step):
     assert outlined == sum(s.step == rejection_step for s in slots)
     corrected = by_name(fig, "corrected")
     assert all(s in NAMES for s in corrected.text)
+
+
+def test_token_strip_hovers_use_one_based_draft_positions(trace):
+    fig = viz.token_strip_figure(trace, NAMES)
+    n_new = sum(len(st.emitted) for st in trace.steps)
+    seen = set()
+    for t in fig.data:
+        assert t.hovertemplate == "%{customdata[7]}<extra></extra>"
+        for step, row, *_, text in t.customdata:
+            st = trace.steps[step]
+            r = st.positions[row]
+            seen.add(t.name)
+            if r.draft_token < 0:  # the bonus token is no draft position
+                assert f"bonus token (after all {st.drafted} drafts were accepted)" in text
+                assert "draft position" not in text
+            else:
+                assert f"step {step}, draft position {row + 1}:" in text
+            if t.name == "discarded" and not r.evaluated:
+                assert f"never tested (draft position {st.accepted + 1} was rejected" in text
+            if t.name in ("accepted", "corrected", "bonus"):  # the output index, labelled
+                assert f"generated token {r.position + 1} of {n_new}" in text
+            assert " position %" not in text and "evaluated" not in text
+    assert seen >= {"accepted", "rejected", "corrected", "bonus", "discarded"}
 
 
 def test_token_strip_plain_decoding_uses_target_kind():
@@ -119,10 +151,42 @@ def test_pq_bars_at_a_rejection(trace, rejection_step):
 def test_pq_bars_at_a_bonus_slot(trace, bonus_step):
     step = trace.steps[bonus_step]
     row = step.positions[-1]
-    fig = viz.pq_figure(trace, bonus_step, tokenizer=NAMES)
+    fig = viz.pq_figure(trace, bonus_step, len(step.positions) - 1, tokenizer=NAMES)
     p = by_name(fig, "p (target)")
     assert list(p.y) == pytest.approx(list(row.top_p_probs))
-    assert "bonus" in fig.layout.title.text
+    k = step.drafted
+    want = f"step {bonus_step}, bonus token (after all {k} drafts were accepted)"
+    assert fig.layout.title.text.startswith(want)
+    assert f"draft position {k + 1}" not in fig.layout.title.text  # the bonus is no draft
+    for other in (
+        viz.accept_test_figure(trace, bonus_step, k),
+        viz.residual_figure(trace, bonus_step, k),
+    ):
+        assert other.layout.title.text.startswith(want)
+
+
+def test_a_step_opens_on_its_rejection_else_its_first_test(trace, rejection_step, bonus_step):
+    rej = trace.steps[rejection_step]
+    assert viz.default_row(rej) == rej.accepted
+    assert viz.default_row(trace.steps[bonus_step]) == 0  # its first test, not the bonus slot
+    assert viz.pq_figure(trace, bonus_step).layout.title.text.startswith(
+        f"step {bonus_step}, draft position 1:"
+    )
+
+
+def test_never_tested_drafts(trace):
+    step = next(s for s in trace.steps if s.accepted + 1 < s.drafted)
+    j = step.accepted + 1  # the draft after the rejection
+    assert not step.positions[j].evaluated
+    why = f"never tested: draft position {step.accepted + 1} was rejected first"
+    pq = viz.pq_figure(trace, step.step, j, NAMES)
+    assert why in pq.layout.title.text and "evaluated" not in pq.layout.title.text
+    test = viz.accept_test_figure(trace, step.step, j)
+    assert why in test.layout.title.text and why in test.layout.annotations[0].text
+    res = viz.residual_figure(trace, step.step, j, NAMES)
+    note = res.layout.annotations[0].text
+    assert why in note and "greedy" not in note and "evaluated" not in note
+    assert f"the residual of this step is at draft position {step.accepted + 1}" in note
 
 
 def test_accept_test_shows_u_against_min_one_p_over_q(trace, rejection_step, bonus_step):
@@ -137,6 +201,9 @@ def test_accept_test_shows_u_against_min_one_p_over_q(trace, rejection_step, bon
             assert u.x[0] == pytest.approx(row.u)
             assert (row.u < row.accept_prob) == row.accepted
             assert ("accept" if row.accepted else "reject") in fig.layout.title.text
+            # one colour per meaning: the reject region is the palette's "rejected", not black
+            assert by_name(fig, "reject").marker.color == PALETTE["rejected"]
+            assert accept.marker.color == PALETTE["accepted"]
 
 
 def test_residual_bars(trace, rejection_step):
@@ -271,6 +338,11 @@ def test_accept_scatter_separates_at_the_diagonal(trace):
     assert all(u >= a for a, u in zip(rej.x, rej.y, strict=True))
     evaluated = sum(min(s.drafted, s.accepted + 1) for s in trace.steps)
     assert len(acc.x) + len(rej.x) == evaluated
+    assert acc.marker.color == PALETTE["accepted"] and rej.marker.color == PALETTE["rejected"]
+    # hovers give the 1-based draft position of each test, not the generated-token index
+    assert "draft position %{customdata[1]}" in rej.hovertemplate
+    for step, pos, *_ in rej.customdata:
+        assert pos == trace.steps[step].accepted + 1  # the first rejection of its step
 
 
 # -- statistics results ---------------------------------------------------------------------

@@ -217,6 +217,25 @@ def test_nan_becomes_null_in_widgets(trace):
 # -- toy explorer ---------------------------------------------------------------------------
 
 
+def test_explorers_are_born_holding_their_first_figures(monkeypatch, grid):
+    # JupyterLab can drop updates sent right after a widget is created (blank panels): the
+    # first figures go into the FigureWidgets' opening state, no sync_figure at creation
+    import specviz.lab.explorers as lab
+
+    calls = []
+    monkeypatch.setattr(lab, "sync_figure", lambda fw, fig: calls.append(fw))
+    toy = W.ToyExplorer(tokens=300)
+    assert not calls and "gamma = 4" in title(toy.curve) and toy.histogram.data
+    assert [title(toy.curve), title(toy.histogram)] == [f.layout.title.text for f in toy.figures()]
+    ex = W.GridExplorer(grid)
+    assert not calls and ex.rejections.data and ex.positions.data
+    assert title(ex.rejections) == ex.figures()[0].layout.title.text
+    assert "mean accepted length" in ex.info.value
+    toy.update(gamma=3)
+    ex.select(gamma=3)
+    assert len(calls) == 4  # later changes go through sync_figure
+
+
 def test_toy_explorer_sliders_resimulate():
     ex = W.ToyExplorer(tokens=600)
     first = ex.result
@@ -542,9 +561,27 @@ def test_grid_explorer_dropdowns_redraw(grid):
     ex.drafter_select.value = "toy_draft"  # what picking in the dropdown does
     assert "toy_draft" in title(ex.rejections) and title(ex.rejections) != first
     ex.gamma_select.value = 3
-    # positions 1..3 + "all accepted" (+ "nothing drafted" when a step drafted nothing)
-    assert list(ex.rejections.data[0].x)[:4] == ["1", "2", "3", "none: all accepted"]
-    assert set(list(ex.rejections.data[0].x)[4:]) <= {"nothing drafted"}
+    # positions 1..3, "all accepted", "cut short" (+ "nothing drafted" when a step drafted
+    # nothing): every step of the cell has a bar
+    bars = ex.rejections.data[0]
+    assert list(bars.x)[:5] == [
+        "1",
+        "2",
+        "3",
+        "none: all accepted",
+        "none: all accepted (cut short)",
+    ]
+    assert set(list(bars.x)[5:]) <= {"nothing drafted"}
+    cells = W.pooled_cells(grid)
+    c = cells[
+        (cells.drafter == "toy_draft")
+        & (cells.category == "all")
+        & (cells.gamma == 3)
+        & (cells["mode"] == ex.state["mode"])
+    ].iloc[0]
+    assert sum(bars.customdata) == c.outcomes.steps == c.steps  # no step counted nowhere
+    assert bars.customdata[4] == c.outcomes.cut_short
+    assert "not counted" not in title(ex.rejections)
     row = ex.select(category="open", mode="sampled")
     assert (ex.category_select.value, ex.mode_select.value) == ("open", "sampled")
     s = summarize(grid)

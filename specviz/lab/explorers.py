@@ -1,5 +1,10 @@
 """Explorers that run experiments as the reader moves a slider: the toy simulator and the
 drafter grid.
+
+Each explorer's ``FigureWidget`` objects are born holding their first figures
+(:func:`specviz.views.explorers.figure_widget`); only later changes go through
+:func:`~specviz.views.explorers.sync_figure` -- JupyterLab can drop updates sent right after a
+widget is created, which left panels blank.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .. import views as viz
-from ..views.explorers import _bundle, sync_figure
+from ..views.explorers import _bundle, figure_widget, sync_figure
+from ..views.perf import StepOutcomes
 from .experiments import ToySimulation, pooled_cells, simulate_toy
 
 __all__ = ["ToyExplorer", "GridExplorer"]
@@ -60,10 +66,13 @@ class ToyExplorer:
         self.gamma_slider = widgets.IntSlider(
             value=gamma, min=1, max=12, description="gamma", continuous_update=False, style=style
         )
-        self.curve = go.FigureWidget()
-        self.histogram = go.FigureWidget()
         self.info = widgets.HTML()
         self._holding = False
+        self.result: ToySimulation | None = None
+        took = self._simulate()
+        # the widgets are born with the first figures (no update right after creation)
+        self.curve, self.histogram = map(figure_widget, self.figures())
+        self._show_info(took)
         for s in (self.noise_slider, self.temperature_slider, self.gamma_slider):
             s.observe(self._on_change, names="value")
         self.widget = widgets.VBox(
@@ -73,8 +82,6 @@ class ToyExplorer:
                 widgets.HBox([self.curve, self.histogram]),
             ]
         )
-        self.result: ToySimulation | None = None
-        self.update()
 
     def _on_change(self, change: dict) -> None:
         if not self._holding:
@@ -97,8 +104,17 @@ class ToyExplorer:
                 self.gamma_slider.value = gamma
         finally:
             self._holding = False
+        took = self._simulate()
+        for fw, fig in zip((self.curve, self.histogram), self.figures(), strict=True):
+            sync_figure(fw, fig)
+        self._show_info(took)
+        assert self.result is not None
+        return self.result
+
+    def _simulate(self) -> float:
+        """Simulate at the sliders' values into ``self.result``; the seconds it took."""
         t0 = time.perf_counter()
-        self.result = sim = simulate_toy(
+        self.result = simulate_toy(
             self.noise_slider.value,
             self.temperature_slider.value,
             self.gamma_slider.value,
@@ -106,16 +122,17 @@ class ToyExplorer:
             tokens=self.tokens,
             seed=self.seed,
         )
-        took = time.perf_counter() - t0
-        for fw, fig in zip((self.curve, self.histogram), self.figures(), strict=True):
-            sync_figure(fw, fig)
+        return time.perf_counter() - t0
+
+    def _show_info(self, took: float) -> None:
+        sim = self.result
+        assert sim is not None
         self.info.value = (
             f"alpha (exact) = <b>{sim.alpha:.3f}</b>; tokens per target call: theory "
             f"<b>{sim.theory:.3f}</b>, simulated <b>{sim.tokens_per_call:.3f}</b> "
             f"± {1.96 * sim.tokens_per_call_se:.3f} (95%), {sim.target_calls} target calls for "
             f"{sim.new_tokens} tokens ({took:.2f} s)"
         )
-        return sim
 
     def figures(self) -> tuple[go.Figure, go.Figure]:
         sim = self.result
@@ -138,8 +155,11 @@ class GridExplorer:
     """Pick a drafter, a task category, a gamma and a mode of a finished grid
     (:func:`specviz.analysis.run_grid`); see where its drafts are rejected and what it costs.
 
-    Left: the share of rejecting steps that stopped at each draft position, next to the share
-    of steps that accepted the whole draft. Right: P(accept | reached) per draft position,
+    Left: how every step of the cell ended (:func:`specviz.views.perf.rejection_positions_figure`
+    of the cell's ``outcomes``): the share of steps whose first rejection was at draft position
+    1..gamma (1 = the first drafted token), that kept a full draft, that kept a draft cut short
+    (by ``max_new_tokens``, or a lookup that found fewer tokens), and that drafted nothing; the
+    bars add up to every step. Right: P(accept | reached) per draft position,
     for every drafter at the chosen category/gamma/mode (the chosen one bold). The info line
     holds the pooled numbers of :func:`specviz.analysis.summarize`.
     """
@@ -162,8 +182,8 @@ class GridExplorer:
         )
         self.gamma_select = widgets.Dropdown(options=sorted(opts["gamma"]), description="gamma")
         self.mode_select = widgets.Dropdown(options=opts["mode"], description="mode")
-        self.rejections = go.FigureWidget()
-        self.positions = go.FigureWidget()
+        # the widgets are born with the first figures (no update right after creation)
+        self.rejections, self.positions = map(figure_widget, self.figures())
         self.info = widgets.HTML()
         self._holding = False
         for w in (self.drafter_select, self.category_select, self.gamma_select, self.mode_select):
@@ -177,7 +197,7 @@ class GridExplorer:
                 widgets.HBox([self.rejections, self.positions]),
             ]
         )
-        self.select()
+        self._show_info()
 
     def _on_change(self, change: dict) -> None:
         if not self._holding:
@@ -214,6 +234,9 @@ class GridExplorer:
             self._holding = False
         for fw, fig in zip((self.rejections, self.positions), self.figures(), strict=True):
             sync_figure(fw, fig)
+        return self._show_info()
+
+    def _show_info(self) -> dict[str, Any]:
         row = self.current_summary()
         s = self.state
         if row:
@@ -243,14 +266,11 @@ class GridExplorer:
         cell = self._match(self.cells, **s)
         w = self.panel_width
         title = f"{s['drafter']}, {s['category']}, gamma={s['gamma']}, {s['mode']}"
-        if len(cell):
-            c = cell.iloc[0]
-            full = int(c.accepted_hist[s["gamma"]]) if len(c.accepted_hist) > s["gamma"] else 0
-            rej = viz.rejection_positions_figure(
-                c.rejection_hist, full, empty=c.empty_drafts, title=title
-            )
+        if len(cell):  # every step: rejections, full drafts, cut-short drafts, empty drafts
+            rej = viz.rejection_positions_figure(cell.iloc[0].outcomes, title=title)
         else:
-            rej = viz.rejection_positions_figure([0] * s["gamma"], 0, title=f"{title}: no cell")
+            none = StepOutcomes(int(s["gamma"]), (0,) * int(s["gamma"]))
+            rej = viz.rejection_positions_figure(none, title=f"{title}: no cell")
         same = self._match(self.cells, category=s["category"], gamma=s["gamma"], mode=s["mode"])
         series = {r.drafter: list(r.per_position_acceptance) for r in same.itertuples()}
         pos = viz.per_position_acceptance_figure(

@@ -11,9 +11,10 @@ import plotly.graph_objects as go
 
 from ..core.trace import DraftPosition, Step, Trace
 from .labels import Tokenizer, _fmt, _labels, token_label
-from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
+from .palette import P_COLOR, PALETTE, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
 
 __all__ = [
+    "STRIP_COLORS",
     "Slot",
     "token_slots",
     "token_strip_figure",
@@ -31,15 +32,25 @@ __all__ = [
 # -------------------------------------------------------------------------------------------
 
 
+#: One colour per fate of a token-strip cell, from the palette: a draft kept (green), the
+#: draft tested and rejected (wine), the token corrected from the residual (purple), the bonus
+#: token (sky blue), drafts never tested or cut by EOS / max_new_tokens (grey), plain decoding
+#: (black).
+STRIP_COLORS: dict[str, str] = {
+    k: PALETTE[k] for k in ("accepted", "rejected", "corrected", "bonus", "discarded", "target")
+}
+
+
 @dataclass(frozen=True)
 class Slot:
-    """One cell of the token strip: a generated token or a drafted-and-discarded one."""
+    """One cell of the token strip: a generated token, or a drafted token that was not kept
+    (``rejected`` by its test, or ``discarded``: never tested, or cut by EOS / length)."""
 
     step: int
-    kind: str  # a key of KIND_COLORS
+    kind: str  # a key of STRIP_COLORS
     token: int
-    position: int  # index among generated tokens (discarded drafts: where they were proposed)
-    index_in_step: int
+    position: int  # 0-based index among generated tokens (drafts not kept: where proposed)
+    index_in_step: int  # the row in the step: draft position index_in_step + 1 (or the bonus)
     p: float = math.nan
     q: float = math.nan
     accept_prob: float = math.nan
@@ -61,19 +72,64 @@ def _step_slots(s: Step) -> list[Slot]:
         if r.emitted_kind == "accepted" and r.emitted_token >= 0:
             kept.append(Slot(s.step, "accepted", r.draft_token, r.position, j, **num))
             continue
-        # the rejected draft, drafts after it, and accepted drafts cut by EOS/max_new_tokens
-        dropped.append(Slot(s.step, "discarded", r.draft_token, r.position, j, **num))
+        # the rejected draft (tested), drafts after it (never tested), and accepted drafts cut
+        # by EOS / max_new_tokens
+        kind = "rejected" if r.evaluated and not r.accepted else "discarded"
+        dropped.append(Slot(s.step, kind, r.draft_token, r.position, j, **num))
         if r.emitted_kind == "corrected" and r.emitted_token >= 0:
             final.append(Slot(s.step, "corrected", r.emitted_token, r.position, j, **num))
     return kept + dropped + final
 
 
 def token_slots(trace: Trace) -> list[Slot]:
-    """The trace in reading order: per step the accepted drafts, then the discarded drafts
-    (the rejected one first), then the target's own token (corrected or bonus). Reading the
-    strip left to right reads "draft proposed ..., target kept ..., then wrote ...".
+    """The trace in reading order: per step the accepted drafts, then the drafts not kept
+    (the rejected one first, then those never tested), then the target's own token (corrected
+    or bonus). Reading the strip left to right reads "draft proposed ..., target kept ...,
+    then wrote ...".
     """
     return [slot for s in trace.steps for slot in _step_slots(s)]
+
+
+def _where(s: Step, j: int) -> str:
+    """Row ``j`` of step ``s`` in the words of every title: draft position ``j + 1`` (1 = the
+    first drafted token), or the bonus token after all drafts were accepted."""
+    if s.positions[j].draft_token >= 0:
+        return f"draft position {j + 1}"
+    if s.drafted:
+        return f"bonus token (after all {s.drafted} drafts were accepted)"
+    return "nothing drafted (the target's own token)"
+
+
+def _slot_text(s: Step, slot: Slot, n_new: int, tokenizer: Tokenizer) -> str:
+    """The hover of one strip cell: its fate, its 1-based draft position, the numbers of its
+    decision, and (for a token of the output) which generated token it is."""
+    head = f"<b>{slot.kind}</b> {token_label(slot.token, tokenizer)!r} (id {slot.token})"
+    out = f"generated token {slot.position + 1} of {n_new}"
+    if not s.positions:
+        return f"{head}<br>step {s.step}, plain decoding<br>{out}"
+    j = slot.index_in_step
+    r = s.positions[j]
+    if r.draft_token < 0:
+        return f"{head}<br>step {s.step}, {_where(s, j)}: drawn from p<br>{out}"
+    nums = f"<br>p={_fmt(slot.p)} q={_fmt(slot.q)}"
+    if slot.kind == "corrected":
+        return (
+            f"{head}<br>step {s.step}, draft position {j + 1}: drawn from the residual after "
+            f"draft {token_label(r.draft_token, tokenizer)!r} was rejected<br>{out}"
+        )
+    if slot.kind == "discarded":
+        fate = (
+            f"never tested (draft position {s.accepted + 1} was rejected first)"
+            if not r.evaluated
+            else "accepted, then cut by EOS / max_new_tokens"
+        )
+        return f"{head}<br>step {s.step}, draft position {j + 1}: {fate}" + (
+            "" if not r.evaluated else nums
+        )
+    return (
+        f"{head}<br>step {s.step}, draft position {j + 1}: {slot.kind}{nums}<br>"
+        f"{_decision(r, s)}" + (f"<br>{out}" if slot.kind == "accepted" else "")
+    )
 
 
 def token_strip_figure(
@@ -84,13 +140,17 @@ def token_strip_figure(
     per_row: int = 16,
     title: str | None = None,
 ) -> go.Figure:
-    """The generated text as coloured cells, one bar trace per kind (accepted / discarded /
-    corrected / bonus / target), wrapped at ``per_row`` cells per line. ``highlight_step``
-    outlines the cells of one step (the explorer's scrubber moves it).
+    """The generated text as coloured cells, one bar trace per kind (accepted / rejected /
+    corrected / bonus / discarded / target, coloured as in :data:`STRIP_COLORS`), wrapped at
+    ``per_row`` cells per line. ``highlight_step`` outlines the cells of one step (the
+    explorer's scrubber moves it). Hovers name draft positions 1-based (1 = the first drafted
+    token); ``customdata`` starts with (step, row in the step), row ``j`` = draft position
+    ``j + 1``.
     """
     slots = token_slots(trace)
+    n_new = sum(len(s.emitted) for s in trace.steps)
     fig = go.Figure()
-    for kind, color in KIND_COLORS.items():
+    for kind, color in STRIP_COLORS.items():
         idx = [i for i, s in enumerate(slots) if s.kind == kind]
         if not idx and kind == "target":
             continue
@@ -114,17 +174,22 @@ def token_strip_figure(
                     opacity=[1.0 if (highlight_step is None or h) else 0.55 for h in hl],
                 ),
                 customdata=[
-                    [s.step, s.position, s.token, s.p, s.q, s.accept_prob, s.u] for s in sl
+                    [
+                        s.step,
+                        s.index_in_step,
+                        s.token,
+                        s.p,
+                        s.q,
+                        s.accept_prob,
+                        s.u,
+                        _slot_text(trace.steps[s.step], s, n_new, tokenizer),
+                    ]
+                    for s in sl
                 ],
-                hovertemplate=(
-                    f"<b>{kind}</b> %{{text}} (id %{{customdata[2]}})<br>step %{{customdata[0]}},"
-                    " position %{customdata[1]}<br>p=%{customdata[3]:.3f} q=%{customdata[4]:.3f}"
-                    "<br>min(1,p/q)=%{customdata[5]:.3f} u=%{customdata[6]:.3f}<extra></extra>"
-                ),
+                hovertemplate="%{customdata[7]}<extra></extra>",
             )
         )
     rows = max(1, math.ceil(len(slots) / per_row))
-    n_new = sum(len(s.emitted) for s in trace.steps)
     fig.update_layout(
         title=title or f"{n_new} generated tokens in {len(trace.steps)} target calls",
         barmode="overlay",
@@ -145,12 +210,14 @@ def token_strip_figure(
 
 
 def default_row(step: Step) -> int:
-    """The row of a step most worth looking at: the rejection if there was one, else the
-    last row (the bonus slot, or the last draft when EOS cut the step)."""
+    """The row a step opens on (0-based: draft position ``row + 1``): its rejection if it had
+    one, else its first test (draft position 1) -- a fully accepted step opens on a real
+    decision, not on the bonus slot. A step that drafted nothing has only its bonus slot, row 0.
+    The same rule as the TraceExplorer's :func:`specviz.views.explorers.opening_row`."""
     for j, r in enumerate(step.positions):
-        if r.emitted_kind == "corrected" or (r.evaluated and not r.accepted and r.draft_token >= 0):
+        if r.draft_token >= 0 and r.evaluated and not r.accepted:
             return j
-    return max(0, len(step.positions) - 1)
+    return 0
 
 
 def _row_at(trace: Trace, step: int, row: int | None) -> tuple[Step, DraftPosition, int]:
@@ -169,11 +236,17 @@ def _is_bonus(r: DraftPosition) -> bool:
     return r.draft_token < 0
 
 
-def _decision(r: DraftPosition) -> str:
+def _never_tested(s: Step) -> str:
+    return f"never tested: draft position {s.accepted + 1} was rejected first"
+
+
+def _decision(r: DraftPosition, s: Step) -> str:
     if _is_bonus(r):
-        return "bonus slot: every draft accepted, token sampled from p"
+        if not s.drafted:
+            return "nothing drafted: the target's own token, sampled from p"
+        return f"bonus token: all {s.drafted} drafts accepted, token sampled from p"
     if not r.evaluated:
-        return "never evaluated: an earlier draft was rejected"
+        return _never_tested(s)
     verdict = "accept" if r.accepted else "reject"
     a = r.accept_prob
     if math.isnan(r.u):
@@ -233,13 +306,13 @@ def pq_figure(
         )
     )
     what = (
-        f"bonus token {token_label(r.emitted_token, tokenizer)!r}"
+        f"token {token_label(r.emitted_token, tokenizer)!r}"
         if _is_bonus(r)
         else f"draft {token_label(r.draft_token, tokenizer)!r}: p={_fmt(r.p_target)}, "
         f"q={_fmt(r.q_draft)}"
     )
     fig.update_layout(
-        title=f"step {s.step}, draft position {j + 1}: {what}<br><sup>{_decision(r)}</sup>",
+        title=f"step {s.step}, {_where(s, j)}: {what}<br><sup>{_decision(r, s)}</sup>",
         barmode="group",
         yaxis=dict(title="probability", range=[0, 1.05]),
         xaxis=dict(title="token (outlined: drafted / emitted)", type="category"),
@@ -252,9 +325,10 @@ def pq_figure(
 
 def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Figure:
     """The acceptance test as a line from 0 to 1: accept where ``u < min(1, p/q)`` (green),
-    reject above (red), the drawn ``u`` as a black diamond. It makes visible that a draft with
+    reject above (wine), the drawn ``u`` as a black diamond. It makes visible that a draft with
     p < q is still accepted with probability p/q -- the step that keeps sampling lossless.
-    A bonus slot or a draft after the first rejection had no test: empty bars and a note."""
+    The bonus token or a draft after the first rejection (never tested) had no test: empty
+    bars and a note saying which."""
     s, r, j = _row_at(trace, step, row)
     tested = not _is_bonus(r) and r.evaluated and not math.isnan(r.accept_prob)
     a = float(r.accept_prob) if tested else 0.0
@@ -266,7 +340,7 @@ def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Fi
             x=[a],
             base=[0.0],
             y=["u"],
-            marker_color=KIND_COLORS["accepted"],
+            marker_color=PALETTE["accepted"],
             hovertemplate="accept region [0, %{x:.3f})<extra></extra>",
         )
     )
@@ -277,7 +351,7 @@ def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Fi
             x=[1.0 - a if tested else 0.0],
             base=[a],
             y=["u"],
-            marker_color=THEORY_COLOR,
+            marker_color=PALETTE["rejected"],
             opacity=0.6,
             hovertemplate="reject region<extra></extra>",
         )
@@ -292,9 +366,15 @@ def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Fi
             hovertemplate="u = %{x:.4f}<extra></extra>",
         )
     )
-    if not tested:  # bonus slot / never-evaluated draft: no test took place
+    if not tested:  # bonus token / never-tested draft: no test took place
         fig.add_annotation(
-            text="no acceptance test at this position",
+            text=(
+                "no acceptance test of the bonus token"
+                if _is_bonus(r)
+                else _never_tested(s)
+                if not r.evaluated
+                else "no acceptance test at this position"
+            ),
             showarrow=False,
             x=0.5,
             y=0.5,
@@ -302,7 +382,7 @@ def accept_test_figure(trace: Trace, step: int, row: int | None = None) -> go.Fi
             yref="paper",
         )
     fig.update_layout(
-        title=f"step {s.step}, draft position {j + 1}: {_decision(r)}",
+        title=f"step {s.step}, {_where(s, j)}: {_decision(r, s)}",
         barmode="overlay",
         xaxis=dict(range=[0, 1], title="u ~ U(0, 1)"),
         yaxis=dict(visible=False),
@@ -322,14 +402,18 @@ def residual_figure(
     s, r, j = _row_at(trace, step, row)
     fig = go.Figure()
     if not r.residual_ids:
-        why = (
-            "no rejection at this position"
-            if r.accepted or _is_bonus(r)
-            else "no residual recorded (greedy matching or a rule without one)"
-        )
+        if not _is_bonus(r) and not r.evaluated:
+            why = (
+                f"{_never_tested(s)}; the residual of this step is at draft position "
+                f"{s.accepted + 1}"
+            )
+        elif r.accepted or _is_bonus(r):
+            why = "no rejection at this position"
+        else:
+            why = "no residual recorded (greedy matching or a rule without one)"
         fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         fig.update_layout(
-            title=f"step {s.step}, draft position {j + 1}: residual",
+            title=f"step {s.step}, {_where(s, j)}: residual",
             height=320,
             xaxis=dict(visible=False),
             yaxis=dict(visible=False),
@@ -390,7 +474,7 @@ def laws_figure(
     size = len(next(iter(laws.values()))) if laws else 0
     labels = _labels(list(range(size)), tokenizer)
     fig = go.Figure()
-    palette = [P_COLOR, Q_COLOR, KIND_COLORS["accepted"], RESIDUAL_COLOR, "#8c564b", "#17becf"]
+    palette = [P_COLOR, Q_COLOR, PALETTE["accepted"], RESIDUAL_COLOR, "#8c564b", "#17becf"]
     for i, name in enumerate(names):
         vals = np.asarray(laws[name], dtype=float)
         if vals.size != size:
@@ -426,26 +510,26 @@ def accept_scatter_figure(trace: Trace, *, title: str | None = None) -> go.Figur
     accepts exactly the points below the diagonal u = min(1, p/q). Rows without a uniform
     draw (greedy matching, deterministic rules) are left out."""
     rows = [
-        (s.step, r)
+        (s.step, j, r)
         for s in trace.steps
-        for r in s.positions
+        for j, r in enumerate(s.positions)
         if r.evaluated and r.draft_token >= 0 and not math.isnan(r.u)
     ]
     fig = go.Figure()
     for ok, name, color in (
-        (True, "accepted", KIND_COLORS["accepted"]),
-        (False, "rejected", THEORY_COLOR),
+        (True, "accepted", PALETTE["accepted"]),
+        (False, "rejected", PALETTE["rejected"]),
     ):
-        sel = [(st, r) for st, r in rows if r.accepted == ok]
+        sel = [(st, j, r) for st, j, r in rows if r.accepted == ok]
         fig.add_trace(
             go.Scatter(
                 name=f"{name} ({len(sel)})",
-                x=[r.accept_prob for _, r in sel],
-                y=[r.u for _, r in sel],
+                x=[r.accept_prob for _, _, r in sel],
+                y=[r.u for _, _, r in sel],
                 mode="markers",
                 marker=dict(color=color, size=8),
-                customdata=[[st, r.position, r.p_target, r.q_draft] for st, r in sel],
-                hovertemplate="step %{customdata[0]}, position %{customdata[1]}<br>"
+                customdata=[[st, j + 1, r.p_target, r.q_draft] for st, j, r in sel],
+                hovertemplate="step %{customdata[0]}, draft position %{customdata[1]}<br>"
                 "p=%{customdata[2]:.3f} q=%{customdata[3]:.3f}<br>min(1,p/q)=%{x:.3f}"
                 " u=%{y:.3f}<extra></extra>",
             )
@@ -456,7 +540,7 @@ def accept_scatter_figure(trace: Trace, *, title: str | None = None) -> go.Figur
             x=[0, 1],
             y=[0, 1],
             mode="lines",
-            line=dict(color="black", dash="dash"),
+            line=dict(color=THEORY_COLOR, dash="dash"),
         )
     )
     fig.update_layout(

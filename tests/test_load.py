@@ -454,7 +454,8 @@ def test_checklist_advice_follows_the_thresholds():
     adv = checklist.advise(table.iloc[:0], crossovers=xs, greedy_verdict="bug",
                            consistency_verdict="inconsistent")  # fmt: skip
     actions = [a.action for a in adv]
-    assert actions[0].startswith("turn speculation off above ~") and "clients" in actions[0]
+    assert actions[0].startswith("turn speculation on here up to ~") and "clients" in actions[0]
+    assert actions[0].endswith("off above")
     assert actions[1] == "keep speculation off"
     assert actions[2].startswith("speculation paid up to 4")
     assert [a.severity for a in adv[3:]] == ["stop", "stop", "stop"]

@@ -54,6 +54,11 @@ class BatchResult:
     token_times: list[list[float]] | None = None
     # With trace=True: each row's trace (the same record the serial engine returns).
     traces: list[Trace] | None = None
+    # Seconds of the decoding steps spent drafting (policy + drafter, before the target call)
+    # and verifying (the target call and the accept/reject rule), summed over the steps; the
+    # rest of ``total_time`` is prefill, rollback and the drafter's catching up on the target.
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
 
     @property
     def tokens_per_second(self) -> float:

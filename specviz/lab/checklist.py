@@ -39,6 +39,8 @@ __all__ = [
     "advise",
     "category_runs",
     "category_table",
+    "claim10_verdict",
+    "claim12_verdict",
     "environment",
     "markdown_table",
     "write_report",
@@ -211,8 +213,10 @@ def advise(
       ``min_speedup``, else fall back to plain decoding;
     * if more than ``first_rejection_alarm`` of the steps at the *shortest* gamma rejected the
       first draft: shorten gamma or change the drafter (claim 10);
-    * per load crossover (:class:`specviz.load.Crossover`): the load above which to turn
-      speculation off, or that it never paid / always paid in the tested range;
+    * per load crossover (:class:`specviz.load.Crossover`): where speculation paid at low
+      load and stopped, "turn speculation on here up to ~x, off above" (the article's
+      enabling boundary, an ``info`` item); or that it never paid / always paid in the tested
+      range;
     * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop;
     * the statistical check counts as a pass only with its power: pass the
       :class:`~specviz.ConsistencyReport` as ``consistency`` (its ``outcome``). A check whose
@@ -255,10 +259,10 @@ def advise(
             out.append(
                 Advice(
                     "load",
-                    f"turn speculation off above ~{x.level:.3g} {unit}",
-                    f"{x.metric}: speed-up fell through 1 there "
-                    f"({', '.join(f'{s:.2f}x' for s in x.speedups)} at {list(x.levels)})",
-                    "warn",
+                    f"turn speculation on here up to ~{x.level:.3g} {unit}, off above",
+                    f"{x.metric}: speculation paid below it and its speed-up fell "
+                    f"through 1 there ({', '.join(f'{s:.2f}x' for s in x.speedups)} at "
+                    f"{list(x.levels)})",
                 )
             )
         elif x.status == "never_pays":
@@ -397,6 +401,62 @@ def _overall(out: Sequence[Advice], greedy: str | None, state: str, report: Any)
         f"greedy {greedy}; sampled law consistent at this sample size; {len(spec)} of {n_cat} "
         f"categories speculate",
     )
+
+
+def claim10_verdict(table: Any, *, draft_cost: float | None = None) -> Any:
+    """Claim 10 (watch the mean accepted length, not only the acceptance rate; check that the
+    draft is really cheaper), from :func:`category_table`: over the (category, gamma) cells,
+    the rank correlation of the measured speed-up with tokens per target call against its
+    correlation with the raw acceptance rate. *supported* when the mean accepted length tracks
+    the speed-up at least as well (and, with ``draft_cost`` c, the draft is cheaper than the
+    target: c < 1); *not supported* otherwise; *not shown* with fewer than 3 cells.
+    Returns a :class:`specviz.load.ClaimVerdict`."""
+    from ..load.claims import ClaimVerdict
+
+    cells = table[table.gamma > 0]
+    cost = "" if draft_cost is None else f"; draft cost ratio c = {draft_cost:.2f}"
+    if len(cells) < 3 or cells.speedup.nunique() < 2:
+        return ClaimVerdict(
+            10, "not shown", f"{len(cells)} (category, gamma) cells: too few to rank{cost}"
+        )
+    rho_len = cells.speedup.corr(cells.tokens_per_call, method="spearman")
+    rho_acc = cells.speedup.corr(cells.acceptance, method="spearman")
+    why = (
+        f"over {len(cells)} (category, gamma) cells the speed-up's rank correlation is "
+        f"{rho_len:.2f} with tokens per target call and {rho_acc:.2f} with the acceptance "
+        f"rate{cost}"
+    )
+    if draft_cost is not None and not draft_cost < 1.0:
+        return ClaimVerdict(10, "not supported", why + ": the draft is not cheaper than the target")
+    if not rho_len >= rho_acc:
+        return ClaimVerdict(10, "not supported", why + ": the raw rate tracked it better here")
+    return ClaimVerdict(10, "supported", why)
+
+
+def claim12_verdict(advice: Sequence[Advice]) -> Any:
+    """Claim 12 (speculation needs an enabling boundary and a fallback), from
+    :func:`advise`: *supported* when the measurements called for speculation somewhere (a
+    category that speculates, or load where it paid) **and** for plain decoding elsewhere (a
+    category that falls back, or load above a crossover); *not supported* when speculation
+    paid everywhere tested (a fixed switch would do); *not shown* when it paid nowhere.
+    Returns a :class:`specviz.load.ClaimVerdict`."""
+    from ..load.claims import ClaimVerdict
+
+    on = [a for a in advice if a.action.startswith(("speculate", "turn speculation on"))
+          or a.action.startswith("speculation paid up to")]  # fmt: skip
+    off = [
+        a
+        for a in advice
+        if a.action in ("plain decoding", "keep speculation off") or a.action.endswith("off above")
+    ]
+    on_s = ", ".join(sorted({a.scope for a in on})) or "nowhere"
+    off_s = ", ".join(sorted({a.scope for a in off})) or "nowhere"
+    why = f"speculate: {on_s}; fall back to plain decoding: {off_s}"
+    if on and off:
+        return ClaimVerdict(12, "supported", why)
+    if on:
+        return ClaimVerdict(12, "not supported", why + " -- no fallback was needed in this range")
+    return ClaimVerdict(12, "not shown", why + " -- speculation paid nowhere, nothing to turn on")
 
 
 def markdown_table(df: Any, *, digits: int = 3) -> str:

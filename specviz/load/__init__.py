@@ -42,6 +42,15 @@ differences between levels and modes are not sampling noise of the workload.
 
 from __future__ import annotations
 
+from .claims import (
+    ClaimVerdict,
+    call_split,
+    claim1_verdict,
+    claim4_verdict,
+    claim5_verdict,
+    claim12_verdict,
+    fallback_batch,
+)
 from .engines import BatchEngine, ServedBatch, fixed_engine, make_engine
 from .records import BatchRecord, LoadResult, RequestRecord
 from .serve import serve
@@ -58,6 +67,7 @@ from .workload import (
 __all__ = [
     "BatchEngine",
     "BatchRecord",
+    "ClaimVerdict",
     "Crossover",
     "LOWER_IS_BETTER",
     "LoadPrompt",
@@ -67,6 +77,12 @@ __all__ = [
     "RequestRecord",
     "ServedBatch",
     "batch_sweep",
+    "call_split",
+    "claim12_verdict",
+    "claim1_verdict",
+    "claim4_verdict",
+    "claim5_verdict",
+    "fallback_batch",
     "find_crossover",
     "fixed_engine",
     "load_prompts_for",

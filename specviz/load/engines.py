@@ -30,6 +30,10 @@ class ServedBatch:
     accepted: int = 0  # drafted tokens accepted (causal prefix), all rows
     drafted: int = 0
     row_calls: int = 0  # target calls counted per row (a call on 4 rows counts 4)
+    # seconds of the decoding steps spent drafting and in the target's verify call (the
+    # engine's own split; prefill and rollback are in neither)
+    draft_time: float = 0.0
+    verify_time: float = 0.0
 
     @property
     def prefill_time(self) -> float:
@@ -96,6 +100,8 @@ class _ModelEngine:
             sum(sum(a) for a in res.accepted_counts),
             sum(sum(d) for d in res.drafted_counts),
             row_calls,
+            float(getattr(res, "draft_seconds", 0.0)),
+            float(getattr(res, "verify_seconds", 0.0)),
         )
 
 

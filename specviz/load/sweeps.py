@@ -274,6 +274,8 @@ def batch_sweep(
     prefill included), and ``decode_tokens_per_s`` / ``decode_speedup``: tokens after each
     row's first over the time after the batch's first token (of the last repeat), i.e. the
     decoding phase without the prefill. ``tokens_per_target_call`` counts calls per row.
+    ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time (of the last repeat)
+    into drafting and the target's verify call (claim 1: each speculative call is dearer).
 
     ``kv_tokens`` counts prompt + generated tokens of all rows (logical KV tokens; the
     physical cache also holds padding and rejected-draft holes). ``same_tokens_as_plain``
@@ -339,6 +341,8 @@ def batch_sweep(
                         decode_seconds=decode_s,
                         decode_tokens_per_s=decode_tokens / decode_s if decode_s > 0 else math.nan,
                         target_calls=s.target_calls,
+                        draft_seconds=s.draft_time,
+                        verify_seconds=s.verify_time,
                         tokens_per_target_call=tokens / s.row_calls if s.row_calls else math.nan,
                         acceptance_rate=s.accepted / s.drafted if s.drafted else math.nan,
                         kv_tokens=sum(len(p) for p in ids) + tokens,

@@ -31,6 +31,8 @@ __all__ = [
     "MODE_COLORS",
     "METRIC_LABELS",
     "batch_sweep_figure",
+    "call_split_figure",
+    "latency_tradeoff_figure",
     "load_sweep_figure",
     "speedup_figure",
     "timeline_figure",
@@ -68,6 +70,24 @@ def _level_title(scenario: str) -> str:
 
 def _color(mode: str, i: int) -> str:
     return MODE_COLORS.get(mode, _EXTRA[i % len(_EXTRA)])
+
+
+def _level_axis(fig: go.Figure, levels: Any, scenario: str, **where: Any) -> None:
+    """A log axis whose ticks are the measured levels: whole numbers for batch sizes and
+    clients (no "2.5 clients" ticks), three significant digits for arrival rates."""
+    vals = sorted({float(v) for v in levels})
+    positive = all(v > 0 for v in vals)
+    if scenario == "rate":
+        text = [f"{v:.3g}" for v in vals]
+    else:
+        text = [f"{int(round(v))}" for v in vals]
+    fig.update_xaxes(
+        type="log" if positive else "linear",
+        tickmode="array",
+        tickvals=vals,
+        ticktext=text,
+        **where,
+    )
 
 
 def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculative") -> go.Figure:
@@ -108,8 +128,9 @@ def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculativ
             )
     fig.add_hline(y=1.0, line_dash="dash", line_color="black", row=1, col=2)
     for c in (1, 2):
-        fig.update_xaxes(type="log", title_text="batch size", row=1, col=c)
-    fig.update_layout(title=title, height=380)
+        _level_axis(fig, df["batch_size"], "batch", row=1, col=c)
+        fig.update_xaxes(title_text="batch size (rows)", row=1, col=c)
+    fig.update_layout(title=title, height=380, legend=dict(orientation="h", y=-0.2))
     return fig
 
 
@@ -146,14 +167,10 @@ def load_sweep_figure(
                 row=j // cols + 1,
                 col=j % cols + 1,
             )
-    positive = bool((t["level"] > 0).all())
     for j in range(n):
-        fig.update_xaxes(
-            title_text=_level_title(sweep.scenario),
-            type="log" if positive else "linear",
-            row=j // cols + 1,
-            col=j % cols + 1,
-        )
+        where = dict(row=j // cols + 1, col=j % cols + 1)
+        _level_axis(fig, t["level"], sweep.scenario, **where)
+        fig.update_xaxes(title_text=_level_title(sweep.scenario), **where)
     fig.update_layout(title=title or f"Load sweep ({sweep.scenario})", height=330 * rows)
     return fig
 
@@ -183,20 +200,107 @@ def speedup_figure(
         )
         x = sweep.crossover(m, engine=engine)
         if x.level is not None:
+            what = "stops paying" if x.status == "crosses" else "starts paying"
+            unit = "req/s" if sweep.scenario == "rate" else "clients"
             fig.add_trace(
                 go.Scatter(
                     x=[x.level],
                     y=[1.0],
                     mode="markers",
-                    marker=dict(symbol="x", size=13, color=color),
-                    name=f"crossover, {m}: {x.level:.3g}",
+                    marker=dict(symbol="x", size=13, color=color, line=dict(width=2)),
+                    name=f"{_label(m).split(' (')[0]} {what} at {x.level:.3g} {unit}",
+                    hovertemplate=f"{_label(m)}: {what} at %{{x:.3g}} {unit}<extra></extra>",
                 )
             )
-    fig.add_hline(y=1.0, line_dash="dash", line_color="black")
-    positive = bool((sweep.table["level"] > 0).all())
-    fig.update_xaxes(title_text=_level_title(sweep.scenario), type="log" if positive else "linear")
-    fig.update_yaxes(title_text="speed-up of speculation (x)")
-    fig.update_layout(title=title or "Where speculation stops paying", height=420)
+    fig.add_hline(
+        y=1.0,
+        line_dash="dash",
+        line_color="black",
+        annotation_text="break-even",
+        annotation_position="bottom right",
+    )
+    _level_axis(fig, sweep.table["level"], sweep.scenario)
+    fig.update_xaxes(title_text=_level_title(sweep.scenario))
+    fig.update_yaxes(title_text="speed-up of speculation (x; > 1: speculation better)")
+    fig.update_layout(
+        title=title or "Where speculation stops paying",
+        height=460,
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
+def call_split_figure(bs: Any, *, title: str = "What one target call costs") -> go.Figure:
+    """Claim 1 as stacked bars: milliseconds of one decoding step (one target call) per
+    engine and batch size, split into drafting and the verify call (``draft_seconds`` /
+    ``verify_seconds`` of a batch sweep over its ``target_calls``), with the target calls
+    per generated token written on each bar. Plain decoding drafts nothing; speculation
+    makes fewer calls, each one dearer."""
+    fig = go.Figure()
+    d = bs.sort_values(["batch_size"]).copy()
+    per = 1000.0 / d["target_calls"].clip(lower=1)
+    d["draft_ms"] = d["draft_seconds"] * per
+    d["verify_ms"] = d["verify_seconds"] * per
+    x = [d["batch_size"].astype(int).astype(str).map(lambda b: f"batch {b}"), d["engine"]]
+    calls = (1.0 / d["tokens_per_target_call"]).map(lambda v: f"{v:.2f} calls/token")
+    fig.add_trace(
+        go.Bar(x=x, y=d["verify_ms"], name="verify call (target)", marker_color="#1f77b4")
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=d["draft_ms"],
+            name="drafting",
+            marker_color="#ff7f0e",
+            text=calls,
+            textposition="outside",
+        )
+    )
+    fig.update_layout(
+        barmode="stack",
+        title=title,
+        yaxis_title="ms per target call",
+        height=420,
+        legend=dict(orientation="h", y=-0.3),
+    )
+    return fig
+
+
+def latency_tradeoff_figure(
+    sweep: LoadSweep, *, title: str = "Time to first token vs time per output token"
+) -> go.Figure:
+    """Claim 5: each engine's TTFT p50 against its time per output token p50 at every load
+    level (a point per level, labelled with it, joined in load order). Down and left is
+    better; a mode can win on one axis and lose on the other."""
+    fig = go.Figure()
+    unit = "req/s" if sweep.scenario == "rate" else "clients"
+    seen: set[str] = set()
+    for i, (name, sub) in enumerate(sweep.table.groupby("engine", sort=False)):
+        sub = sub.sort_values("level")
+        mode = sub["mode"].iloc[0]
+        color = _color(mode if mode not in seen else "", i)
+        seen.add(mode)
+        labels = [
+            f"{v:.3g}" if sweep.scenario == "rate" else f"{int(round(v))}" for v in sub["level"]
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=1000 * sub["tpot_p50"],
+                y=sub["ttft_p50"],
+                mode="lines+markers+text",
+                text=labels,
+                textposition="top center",
+                name=str(name),
+                line=dict(color=color),
+                hovertemplate=f"{name}<br>%{{text}} {unit}<br>TPOT p50 %{{x:.0f}} ms<br>"
+                "TTFT p50 %{y:.2f} s<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title_text="time per output token p50 (ms)")
+    fig.update_yaxes(title_text="time to first token p50 (s)")
+    fig.update_layout(
+        title=f"{title} (labels: {unit})", height=420, legend=dict(orientation="h", y=-0.25)
+    )
     return fig
 
 

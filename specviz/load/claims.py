@@ -1,0 +1,265 @@
+"""Computed verdicts on the article's serving claims (1, 4, 5, 12), from measured sweeps.
+
+Each function takes what :func:`~specviz.load.batch_sweep` / :func:`~specviz.load.load_sweep`
+measured and returns a :class:`ClaimVerdict`: ``status`` is one of ``"supported"``,
+``"partly supported"``, ``"not supported"`` or ``"not shown"`` (the measurement cannot speak
+to the claim, e.g. speculation never paid at all), and ``reason`` gives the numbers. The rules
+are fixed and stated in each docstring, so a notebook prints a verdict, not an opinion, and a
+run in which a claim does not hold says so.
+
+>>> from specviz.load import find_crossover
+>>> claim4_verdict(find_crossover([1, 2, 4, 8], [1.4, 1.2, 0.9, 0.7])).status
+'supported'
+>>> claim4_verdict(find_crossover([1, 2, 4, 8], [0.9, 1.0, 1.1, 1.2])).status
+'not supported'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ClaimVerdict",
+    "call_split",
+    "claim1_verdict",
+    "claim4_verdict",
+    "claim5_verdict",
+    "claim12_verdict",
+    "fallback_batch",
+]
+
+STATUSES = ("supported", "partly supported", "not supported", "not shown")
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    claim: int
+    status: str  # one of STATUSES
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def supported(self) -> bool:
+        return self.status == "supported"
+
+    def line(self, label: str = "") -> str:
+        where = f" ({label})" if label else ""
+        return f"Claim {self.claim} verdict{where}: {self.status} -- {self.reason}"
+
+
+def _unit(scenario: str) -> str:
+    return {"rate": "requests/s", "batch": "rows per batch"}.get(scenario, "clients")
+
+
+def call_split(bs: Any, batch_size: int | None = None) -> Any:
+    """Per engine at one batch size of a :func:`~specviz.load.batch_sweep` table (default the
+    smallest): target calls per generated token and the milliseconds of one decoding step
+    (one target call) split into drafting and the verify call, averaged over the batch's
+    steps (the engine's own clock; prompt prefill and rollback are in neither). Indexed by
+    engine name."""
+    import pandas as pd
+
+    b = int(bs["batch_size"].min()) if batch_size is None else int(batch_size)
+    one = bs[bs["batch_size"] == b].set_index("engine")
+    per = 1000.0 / one["target_calls"].clip(lower=1)
+    draft = one["draft_seconds"] * per
+    verify = one["verify_seconds"] * per
+    return pd.DataFrame(
+        {
+            "mode": one["mode"],
+            "batch_size": b,
+            "target calls per token": 1.0 / one["tokens_per_target_call"],
+            "draft ms per call": draft,
+            "verify ms per call": verify,
+            "ms per call": draft + verify,
+        }
+    )
+
+
+def claim1_verdict(split: Any) -> ClaimVerdict:
+    """Claim 1, from :func:`call_split` (one plain and one speculative engine): *supported*
+    when speculation made fewer target calls per token than plain decoding **and** each of
+    its calls took longer; *partly supported* when only the first holds (calls were not
+    dearer: unusual, check noise); *not supported* when it made no fewer calls."""
+    plain = split[split["mode"] == "plain"].iloc[0]
+    spec = split[split["mode"] == "speculative"].iloc[0]
+    fewer = spec["target calls per token"] < plain["target calls per token"]
+    ratio = spec["ms per call"] / plain["ms per call"] if plain["ms per call"] > 0 else math.nan
+    why = (
+        f"{spec['target calls per token']:.2f} target calls per token against "
+        f"{plain['target calls per token']:.2f} plain; one call took {spec['ms per call']:.0f} ms "
+        f"({spec['draft ms per call']:.0f} drafting + {spec['verify ms per call']:.0f} verifying) "
+        f"against {plain['ms per call']:.0f} ms plain "
+        f"({ratio:.2f}x)"
+    )
+    if fewer and ratio > 1.0:
+        return ClaimVerdict(1, "supported", why)
+    if fewer:
+        return ClaimVerdict(1, "partly supported", why + "; the calls were not dearer here")
+    return ClaimVerdict(1, "not supported", why + "; no fewer serial calls")
+
+
+def claim4_verdict(crossover: Any, *, tolerance: float = 0.05) -> ClaimVerdict:
+    """Claim 4 (the gain is largest at low load and shrinks, or turns negative, as the server
+    batches), from a :class:`~specviz.load.Crossover` of a higher-is-better-after-inversion
+    metric. With ``s_lo`` / ``s_hi`` the speed-ups at the lowest / highest tested load:
+
+    * *supported*: speculation paid at the lowest load, the speed-up fell through 1
+      (``status == "crosses"``) and it still lost at the highest load (a noisy curve that
+      dips below 1 and recovers is judged by the trend rules below);
+    * *partly supported*: it paid at the lowest load and shrank by more than ``tolerance``,
+      but still paid at the highest (the crossover lies beyond the tested range);
+    * *not supported*: the speed-up grew with load by more than ``tolerance`` (the reverse
+      of the claim), or stayed flat within it;
+    * *not shown*: speculation never paid, so there is no gain to shrink.
+    """
+    xs, ss = crossover.levels, crossover.speedups
+    s_lo, s_hi = ss[0], ss[-1]
+    unit = _unit(crossover.scenario)
+    trend = f"speed-up {s_lo:.2f}x at {xs[0]:g} {unit} -> {s_hi:.2f}x at {xs[-1]:g} {unit}"
+    noisy = f" ({crossover.sign_changes} crossings: noisy)" if crossover.sign_changes > 1 else ""
+    if crossover.status == "crosses" and s_lo >= 1.0 and s_hi < 1.0:
+        return ClaimVerdict(
+            4,
+            "supported",
+            f"{trend}; it stops paying at about {crossover.level:.3g} {unit}{noisy}",
+        )
+    if s_hi > s_lo * (1 + tolerance):
+        return ClaimVerdict(4, "not supported", f"{trend}: the gain grew with load{noisy}")
+    if crossover.status == "never_pays":
+        return ClaimVerdict(
+            4, "not shown", f"{trend}: speculation never paid, so there was no gain to lose"
+        )
+    if s_lo >= 1.0 and s_hi < s_lo * (1 - tolerance):
+        return ClaimVerdict(
+            4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
+        )
+    return ClaimVerdict(4, "not supported", f"{trend}: no clear trend with load{noisy}")
+
+
+def claim5_verdict(
+    sweep: Any,
+    metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p90"),
+    *,
+    engine: str | None = None,
+) -> ClaimVerdict:
+    """Claim 5 (judge by latency, capacity and memory, not tokens/s alone), from a
+    :class:`~specviz.load.LoadSweep`: *supported* when at some load level the metrics
+    disagree on which mode is better (e.g. throughput says speculation, TTFT says plain), so
+    tokens/s alone would have decided wrongly for someone; *not supported* when every metric
+    agreed at every level (tokens/s alone would have told the whole story here)."""
+    sp = {m: sweep.speedups(m, engine=engine).set_index("level")["speedup"] for m in metrics}
+    unit = _unit(sweep.scenario)
+    first = metrics[0]
+    for level in sp[first].index:
+        vals = {m: float(s.get(level, math.nan)) for m, s in sp.items()}
+        wins = [m for m, v in vals.items() if v >= 1.0]
+        loses = [m for m, v in vals.items() if v < 1.0]
+        if wins and loses:
+            shown = ", ".join(f"{m} {v:.2f}x" for m, v in vals.items())
+            return ClaimVerdict(
+                5,
+                "supported",
+                f"at {level:g} {unit} speculation wins on {', '.join(wins)} and loses on "
+                f"{', '.join(loses)} ({shown}; > 1: speculation better)",
+            )
+    return ClaimVerdict(
+        5,
+        "not supported",
+        f"every metric ({', '.join(metrics)}) agreed on the better mode at every level, so "
+        "tokens/s alone would have told the same story here",
+    )
+
+
+def claim12_verdict(
+    sweep: Any,
+    *,
+    fallback: str,
+    constant: str,
+    max_batch: int,
+    metric: str = "throughput_tok_s",
+    tolerance: float = 0.1,
+) -> ClaimVerdict:
+    """Claim 12's fallback (plain decoding when load is high), from a closed-loop
+    :class:`~specviz.load.LoadSweep` that ran plain decoding, a constant gamma (``constant``)
+    and a batch-size fallback policy (``fallback``, plain above ``max_batch`` rows):
+
+    * *not shown* when no batch of the fallback engine had more than ``max_batch`` rows (the
+      policy never triggered);
+    * *supported* when at every level the fallback's ``metric`` is within ``tolerance`` of
+      the better of plain and constant gamma there, and it beats constant gamma where
+      constant gamma lost to plain by more than ``tolerance`` (it kept the gain and avoided
+      the loss);
+    * *not supported* otherwise, naming the level where it fell short.
+    """
+    t = sweep.table
+    wide = t.pivot(index="level", columns="engine", values=metric).sort_index()
+    lower = metric in _lower_is_better()
+    triggered = any(
+        b.size > max_batch for r in sweep.results if r.engine == fallback for b in r.batches
+    )
+    unit = _unit(sweep.scenario)
+    if not triggered:
+        return ClaimVerdict(
+            12,
+            "not shown",
+            f"no batch had more than {max_batch} rows, so the fallback never triggered",
+        )
+
+    def better(a: float, b: float) -> bool:
+        return a < b if lower else a > b
+
+    def const_lost(c: float, p: float) -> bool:  # constant gamma worse than plain by > tol
+        return better(p * (1 + tolerance) if lower else p * (1 - tolerance), c)
+
+    short, saved = [], []
+    for level, row in wide.iterrows():
+        f, c, p = row[fallback], row[constant], row["plain"]
+        best = min(c, p) if lower else max(c, p)
+        slack = best * (1 + tolerance) if lower else best * (1 - tolerance)
+        if better(slack, f):
+            short.append(f"{level:g} {unit}: {f:.3g} vs best {best:.3g}")
+        if const_lost(c, p) and better(f, c):
+            saved.append(f"{level:g}")
+    lo, hi = wide.index[0], wide.index[-1]
+    numbers = (
+        f"{metric} at {lo:g} {unit}: fallback {wide.loc[lo, fallback]:.3g}, constant gamma "
+        f"{wide.loc[lo, constant]:.3g}, plain {wide.loc[lo, 'plain']:.3g}; at {hi:g} {unit}: "
+        f"{wide.loc[hi, fallback]:.3g}, {wide.loc[hi, constant]:.3g}, {wide.loc[hi, 'plain']:.3g}"
+    )
+    lost_any = any(const_lost(row[constant], row["plain"]) for _, row in wide.iterrows())
+    if short:
+        return ClaimVerdict(12, "not supported", f"{numbers}; fell short at {'; '.join(short)}")
+    if lost_any and not saved:
+        return ClaimVerdict(
+            12, "not supported", f"{numbers}; it did not recover the load where speculation lost"
+        )
+    what = f"recovered the loss at {', '.join(saved)} {unit}" if saved else "matched the best"
+    return ClaimVerdict(12, "supported", f"{numbers}; within {tolerance:.0%} of the better mode "
+                        f"at every level, {what}")  # fmt: skip
+
+
+def _lower_is_better() -> frozenset[str]:
+    from .workload import LOWER_IS_BETTER
+
+    return frozenset(LOWER_IS_BETTER)
+
+
+def fallback_batch(bs: Any, max_batch: int) -> int:
+    """The batch size above which to decode plainly, from a batch sweep: the largest tested
+    batch size below the first one where speculation lost (speed-up < 1), so the policy keeps
+    what was measured to pay. Clipped to ``1 .. max_batch - 1`` so that a server batching up
+    to ``max_batch`` rows can trigger it (with ``max_batch == 1`` it returns 1)."""
+    sp = bs[bs["mode"] == "speculative"].groupby("batch_size")["speedup"].min().sort_index()
+    keep = 1
+    for b, s in sp.items():
+        if s < 1.0:
+            break
+        keep = int(b)
+    return max(1, min(keep, max(1, int(max_batch) - 1)))

@@ -1,0 +1,283 @@
+"""Issue 19: computed verdicts for the serving claims (1, 4, 5, 12) and the checklist's
+"turn it on here" branch, on fake engines with known timing models (nothing sleeps), plus the
+draft / verify split the batched engine now measures (a tiny random Llama)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from specviz import load
+from specviz.lab import checklist
+from specviz.load import (
+    ClaimVerdict,
+    call_split,
+    claim1_verdict,
+    claim4_verdict,
+    claim5_verdict,
+    claim12_verdict,
+    fallback_batch,
+    find_crossover,
+    fixed_engine,
+    load_sweep,
+)
+from specviz.views import load as views
+
+PROMPTS = [[1, 2], [3, 4, 5], [6], [7, 8]]
+LEVELS = [1, 2, 4, 8]
+
+# speculation's step is cheap alone but each extra row costs it more (wide verify pass, a
+# drafter per row); plain decoding gets extra rows almost for free
+PLAIN = fixed_engine(tokens=8, step_time=0.10, per_row_time=0.01, name="plain")
+SPEC = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.04, name="spec", speculative=True)
+# the reverse: a draft whose cost batching amortises (the lossy what-if's shape)
+SPEC_UP = fixed_engine(
+    tokens=8, step_time=0.12, per_row_time=0.005, name="spec_up", speculative=True
+)
+
+
+def _sweep(*engines, levels=LEVELS):
+    return load_sweep(None, None, PROMPTS, concurrencies=levels, n_requests=8, max_batch=8,
+                      max_new_tokens=8, engines=list(engines), progress=False)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Fallback:
+    """A fake BatchFallback: the speculative timing up to ``max_batch`` rows, plain above."""
+
+    spec: object
+    plain: object
+    max_batch: int
+    name: str = "fallback"
+    speculative: bool = True
+
+    def __call__(self, prompts):
+        return (self.spec if len(prompts) <= self.max_batch else self.plain)(prompts)
+
+
+# -- claim 4 -----------------------------------------------------------------------------------
+
+
+def test_claim4_supported_when_the_gain_falls_through_one():
+    sw = _sweep(PLAIN, SPEC)
+    x = sw.crossover("throughput_tok_s")
+    assert x.status == "crosses" and 1 < x.level < 8
+    v = claim4_verdict(x)
+    assert v.status == "supported" and v.supported
+    assert f"stops paying at about {x.level:.3g} clients" in v.line()
+    assert v.line("closed loop").startswith("Claim 4 verdict (closed loop): supported -- ")
+
+
+def test_claim4_not_supported_when_the_gain_grows_with_load():
+    """A seeded run where claim 4 does not hold says so (the what-if's direction)."""
+    sw = _sweep(PLAIN, SPEC_UP)
+    sp = sw.speedups("throughput_tok_s")["speedup"].tolist()
+    assert sp[-1] > sp[0]
+    v = claim4_verdict(sw.crossover("throughput_tok_s"))
+    assert v.status == "not supported" and "grew with load" in v.reason
+
+
+@pytest.mark.parametrize(
+    ("speedups", "status"),
+    [
+        ([1.4, 1.2, 0.9, 0.7], "supported"),
+        ([1.6, 1.4, 1.2, 1.1], "partly supported"),  # shrinks, crossover beyond the range
+        ([0.9, 1.0, 1.1, 1.2], "not supported"),  # grows: pays_above
+        ([0.6, 0.5, 0.4, 0.3], "not shown"),  # never paid: no gain to lose
+        ([1.2, 1.21, 1.19, 1.2], "not supported"),  # flat
+        ([1.5, 0.9, 1.2, 1.45], "not supported"),  # dips below 1 and recovers: noise
+    ],
+)
+def test_claim4_rules(speedups, status):
+    assert claim4_verdict(find_crossover(LEVELS, speedups)).status == status
+
+
+def test_claim4_on_a_batch_sweep_counts_rows():
+    x = find_crossover([1, 8, 32], [1.3, 1.1, 0.8], scenario="batch")
+    assert "rows per batch" in claim4_verdict(x).reason
+
+
+def test_verdict_status_is_checked():
+    with pytest.raises(ValueError, match="status must be one of"):
+        ClaimVerdict(4, "maybe", "")
+
+
+# -- claim 5 -----------------------------------------------------------------------------------
+
+
+def test_claim5_supported_when_metrics_disagree():
+    """Speculation with a slow first token (draft prefill) but faster tokens after it: TTFT
+    says plain, throughput says speculation."""
+    slow_start = fixed_engine(tokens=8, step_time=0.04, prefill_time=0.5, name="s",
+                              speculative=True)  # fmt: skip
+    v = claim5_verdict(_sweep(PLAIN, slow_start, levels=[1, 2]))
+    assert v.status == "supported"
+    assert "loses on ttft_p50" in v.reason and "throughput_tok_s" in v.reason
+
+
+def test_claim5_not_supported_when_every_metric_agrees():
+    better = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.005, name="s",
+                          speculative=True)  # fmt: skip
+    v = claim5_verdict(_sweep(PLAIN, better, levels=[1, 2]))
+    assert v.status == "not supported" and "tokens/s alone" in v.reason
+
+
+# -- claim 12 ----------------------------------------------------------------------------------
+
+
+def test_claim12_fallback_keeps_the_gain_and_avoids_the_loss():
+    fb = _Fallback(SPEC, PLAIN, max_batch=2)
+    sw = _sweep(PLAIN, SPEC, fb)
+    v = claim12_verdict(sw, fallback="fallback", constant="spec", max_batch=2)
+    assert v.status == "supported" and "recovered the loss" in v.reason
+    # the same policy that never gets a batch above its threshold cannot be judged
+    never = claim12_verdict(_sweep(PLAIN, SPEC, _Fallback(SPEC, PLAIN, 8)), fallback="fallback",
+                            constant="spec", max_batch=8)  # fmt: skip
+    assert never.status == "not shown" and "the fallback never triggered" in never.reason
+
+
+def test_claim12_not_supported_when_the_fallback_throws_the_gain_away():
+    """Falling back at 1 row where speculation pays everywhere (the reverse-direction pair)
+    loses the gain: the verdict says so, naming the level."""
+    fb = _Fallback(SPEC_UP, PLAIN, max_batch=1)
+    sw = _sweep(PLAIN, SPEC_UP, fb)
+    v = claim12_verdict(sw, fallback="fallback", constant="spec_up", max_batch=1)
+    assert v.status == "not supported" and "fell short at" in v.reason
+
+
+def test_fallback_batch_keeps_what_paid_and_can_trigger():
+    bs = pd.DataFrame(
+        dict(
+            batch_size=[1, 1, 4, 4, 16, 16, 32, 32],
+            mode=["plain", "speculative"] * 4,
+            speedup=[1, 1.4, 1, 1.1, 1, 0.8, 1, 1.05],
+        )
+    )
+    assert fallback_batch(bs, max_batch=16) == 4  # stops at the first loss (16)
+    assert fallback_batch(bs, max_batch=4) == 3  # kept below max_batch: it can trigger
+    assert fallback_batch(bs, max_batch=1) == 1
+    lose = bs.assign(speedup=[1, 0.5] * 4)
+    assert fallback_batch(lose, max_batch=16) == 1
+
+
+# -- claim 1 and the measured split --------------------------------------------------------------
+
+
+def _bs_table():
+    return pd.DataFrame(
+        dict(
+            batch_size=[1, 1],
+            engine=["plain", "speculative(gamma=4)"],
+            mode=["plain", "speculative"],
+            target_calls=[24, 9],
+            tokens_per_target_call=[1.0, 2.67],
+            draft_seconds=[0.0, 0.25],
+            verify_seconds=[2.4, 1.35],
+        )
+    )
+
+
+def test_claim1_from_the_call_split():
+    split = call_split(_bs_table())
+    spec = split[split["mode"] == "speculative"].iloc[0]
+    assert spec["draft ms per call"] == pytest.approx(250 / 9)
+    assert spec["ms per call"] == pytest.approx(1600 / 9)
+    v = claim1_verdict(split)
+    assert v.status == "supported" and "drafting" in v.reason
+    cheap = _bs_table().assign(verify_seconds=[2.4, 0.2], draft_seconds=[0.0, 0.0])
+    assert claim1_verdict(call_split(cheap)).status == "partly supported"
+    more = _bs_table().assign(tokens_per_target_call=[1.0, 0.9])
+    assert claim1_verdict(call_split(more)).status == "not supported"
+
+
+def test_batched_engine_times_drafting_and_verifying():
+    from specviz.decoding.batched import autoregressive_generate_batch, speculative_generate_batch
+    from specviz.drafters import early_exit_model
+    from specviz.synthetic import random_llama
+
+    target = random_llama("tiny", seed=0)
+    draft = early_exit_model(target, 1)
+    prompts = [[1, 5, 9, 3], [7, 2]]
+    r = speculative_generate_batch(target, draft, prompts, gamma=2, max_new_tokens=5)
+    assert r.draft_seconds > 0 and r.verify_seconds > 0
+    assert r.draft_seconds + r.verify_seconds <= r.total_time
+    a = autoregressive_generate_batch(target, prompts, max_new_tokens=5)
+    assert a.verify_seconds > 0 and a.draft_seconds < a.verify_seconds
+    df = load.batch_sweep(target, draft, prompts, batch_sizes=[1, 2], max_new_tokens=4,
+                          gamma=2, progress=False)  # fmt: skip
+    spec = df[df["mode"] == "speculative"]
+    assert (spec["draft_seconds"] > 0).all() and (spec["verify_seconds"] > 0).all()
+    split = call_split(df, 2)
+    assert set(split["mode"]) == {"plain", "speculative"}
+
+
+# -- the checklist's positive branch -----------------------------------------------------------
+
+
+def _table():
+    return pd.DataFrame(
+        dict(
+            category=["a", "a", "b", "b"],
+            gamma=[2, 4, 2, 4],
+            speedup=[1.3, 1.6, 0.9, 0.8],
+            acceptance=[0.8, 0.75, 0.3, 0.2],
+            tokens_per_call=[2.4, 3.1, 1.3, 1.2],
+            first_rejection_share=[0.1, 0.1, 0.55, 0.7],
+        )
+    )
+
+
+def test_checklist_turns_speculation_on_below_the_crossover():
+    x = _sweep(PLAIN, SPEC).crossover("throughput_tok_s")
+    adv = checklist.advise(_table().iloc[:0], crossovers=[x])
+    load_items = [a for a in adv if a.scope == "load"]
+    assert len(load_items) == 1
+    item = load_items[0]
+    assert item.action.startswith("turn speculation on here up to ~")
+    assert item.severity == "info" and item.line().startswith("[OK] load: turn speculation on")
+    assert checklist.claim12_verdict(adv).status == "supported"
+    # speculation that never paid under load: nothing to turn on
+    never = find_crossover(LEVELS, [0.5, 0.4, 0.4, 0.3], scenario="concurrency")
+    v = checklist.claim12_verdict(checklist.advise(_table().iloc[:0], crossovers=[never]))
+    assert v.status == "not shown"
+    always = find_crossover(LEVELS, [1.5, 1.4, 1.3, 1.2], scenario="concurrency")
+    v = checklist.claim12_verdict(checklist.advise(_table().iloc[:2], crossovers=[always]))
+    assert v.status == "not supported" and "no fallback was needed" in v.reason
+
+
+def test_checklist_claim10_verdict():
+    v = checklist.claim10_verdict(_table(), draft_cost=0.3)
+    assert v.status == "supported" and v.claim == 10
+    assert checklist.claim10_verdict(_table(), draft_cost=1.2).status == "not supported"
+    assert checklist.claim10_verdict(_table().iloc[:2]).status == "not shown"
+    # a table where the raw acceptance rate tracks the speed-up and the accepted length does not
+    odd = _table().assign(tokens_per_call=[1.2, 1.3, 3.1, 2.4], speedup=[1.3, 1.6, 0.9, 0.8])
+    assert checklist.claim10_verdict(odd).status == "not supported"
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+
+def test_figures_use_integer_ticks_and_split_calls():
+    sw = _sweep(PLAIN, SPEC)
+    fig = views.speedup_figure(sw)
+    assert list(fig.layout.xaxis.ticktext) == ["1", "2", "4", "8"]
+    assert any("stops paying at" in (t.name or "") for t in fig.data)
+    fig = views.load_sweep_figure(sw)
+    assert list(fig.layout.xaxis.ticktext) == ["1", "2", "4", "8"]
+    fig = views.latency_tradeoff_figure(sw)
+    assert {t.name for t in fig.data} == {"plain", "spec"}
+    assert list(fig.data[0].text) == ["1", "2", "4", "8"]
+    bs = _bs_table()
+    fig = views.call_split_figure(bs)
+    assert [t.name for t in fig.data] == ["verify call (target)", "drafting"]
+    assert fig.layout.barmode == "stack"
+    assert "2.67" not in str(fig.data[1].text) and "0.37 calls/token" in list(fig.data[1].text)
+    bsf = views.batch_sweep_figure(
+        pd.DataFrame(dict(batch_size=[1, 1, 4, 4], engine=["p", "s"] * 2,
+                          mode=["plain", "speculative"] * 2, tokens_per_s=[1, 2, 3, 2],
+                          speedup=[1, 2, 1, 0.7]))
+    )  # fmt: skip
+    assert list(bsf.layout.xaxis.ticktext) == ["1", "4"]

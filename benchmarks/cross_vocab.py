@@ -11,9 +11,10 @@ Two model families, two tokenizers (49,152 vs 151,936 tokens). One run, four par
    ``--hf-plain`` adds transformers plain ``generate``).
    Systems run interleaved (order rotated per prompt); every output must be token for token
    plain greedy decoding, or the script stops. transformers runs on the stock kernels of the
-   same model objects; specviz too unless ``--packed`` (packed oneDNN weights, as
-   ``benchmarks/vs_transformers.py``: a second copy of every linear layer, ~17 GB for the three
-   models, which thrashed on this 23 GB machine while other work ran).
+   same model objects; specviz too unless ``--packed``: then the packed oneDNN weights
+   *replace* the dense ones (``keep_dense=False``, ~9 GB for the three models instead of ~17 GB
+   with both copies, which thrashed this 23 GB machine) and transformers runs on the same packed
+   kernels, so its ratio to specviz compares the decoding loops on one set of kernels.
 2. Per category: mean accepted length, draft cost ratio c (seconds per drafted token over
    seconds per plain decode step of the same prompt) and speedup over plain decoding
    (tokens/s ratio, same cell), SmolLM2-135M -> 1.5B against Qwen 0.5B -> 1.5B.
@@ -30,6 +31,7 @@ Write the committed output with ``... | tee benchmarks/results/cross_vocab.txt``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import platform
@@ -46,7 +48,7 @@ from specviz.drafting import CrossVocabDrafter
 from specviz.drafting.cross_vocab import target_mass_coverage
 from specviz.models import load_model, load_pair, load_tokenizer
 from specviz.packed import stock_linears
-from specviz.perf.metrics import aggregate, request_metrics
+from specviz.perf.metrics import aggregate, peak_rss_bytes, request_metrics
 from specviz.prompts import CATEGORIES, load_prompts, render_prompt
 from specviz.verification.zoo import CROSS_VOCAB_ZOO, cross_vocab_zoo_effects
 
@@ -96,8 +98,8 @@ def main() -> None:
         "--packed",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="specviz on packed (oneDNN) weights: a second copy of every linear layer, ~17 GB "
-        "for the three models (default off: with other work on a 23 GB machine it thrashed)",
+        help="packed (oneDNN) weights in place of the dense ones, for specviz and transformers "
+        "alike (default: stock kernels)",
     )
     ap.add_argument("--hf-plain", action="store_true", help="also transformers plain generate")
     ap.add_argument("--threads", type=int, default=None)
@@ -113,13 +115,14 @@ def main() -> None:
         raise SystemExit("load_pair accepted two different tokenizers")
     except sv.models.VocabMismatchError as err:
         refusal = str(err)
-    target, inter, tok = load_pair(TARGET, SMOL, cross_vocab="intersection", packed=args.packed,
-                                   progress=False)  # fmt: skip
+    lean = dict(packed=args.packed, keep_dense=not args.packed)
+    target, inter, tok = load_pair(TARGET, SMOL, cross_vocab="intersection", progress=False,
+                                   **lean)  # fmt: skip
     smol = inter.draft_model
     smol_tok = load_tokenizer(SMOL, progress=False)
     string = CrossVocabDrafter(smol, smol_tok, tok, method="string",
                                target_vocab_size=inter.vocab_size)  # fmt: skip
-    qdraft = load_model(QWEN_DRAFT, packed=args.packed, progress=False)
+    qdraft = load_model(QWEN_DRAFT, progress=False, **lean)
     eos = tok.eos_token_id
     models = (target, smol, qdraft)
     print(f"# benchmarks/cross_vocab.py --per-category {args.per_category} --tokens {T} "
@@ -128,7 +131,8 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {torch.__version__}"
           f" with {torch.get_num_threads()} threads, fp32, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start; specviz on "
-          f"{'packed' if args.packed else 'stock'} weights, transformers on stock kernels")  # fmt: skip
+          f"{'packed' if args.packed else 'stock'} weights, transformers on "
+          f"{'the same packed' if args.packed else 'stock'} kernels")  # fmt: skip
     print(f"target {TARGET} ({len(tok):,} tokens), drafts {SMOL} ({len(smol_tok):,} tokens, "
           f"another tokenizer) and {QWEN_DRAFT} (the target's tokenizer)")  # fmt: skip
     print(f"load_pair({TARGET!r}, {SMOL!r}) without cross_vocab refuses: ...{refusal[-150:]}")
@@ -142,9 +146,12 @@ def main() -> None:
         return lambda x: sv.speculative_generate(target, draft, x, gamma=G, max_new_tokens=T,
                                                  eos_token_id=eos)  # fmt: skip
 
+    def stock_if_dense():
+        return contextlib.nullcontext() if args.packed else stock_linears(*models)
+
     def on_stock(fn):
         def run(x):
-            with stock_linears(*models):
+            with stock_if_dense():
                 return fn(x)
 
         return run
@@ -166,7 +173,7 @@ def main() -> None:
     sv.autoregressive_generate(target, cells[0][1], max_new_tokens=4)
     for draft in (inter, string, qdraft):
         sv.speculative_generate(target, draft, cells[0][1], gamma=G, max_new_tokens=4)
-    with stock_linears(*models):
+    with stock_if_dense():
         hf_generate(target, cells[0][1], 4, eos, smol, tok, smol_tok, G)
 
     names = list(systems)
@@ -336,7 +343,7 @@ def main() -> None:
         print(f"| `{name}` | {r.tv:.4f} | {n1} | {shown} | {verdict} |", flush=True)
     assert set(CROSS_VOCAB_ZOO) <= set(effects.index)
     print(f"\ntotal wall time {time.perf_counter() - t_start:.0f} s, load average "
-          f"{os.getloadavg()[0]:.1f} at the end")  # fmt: skip
+          f"{os.getloadavg()[0]:.1f} at the end, peak RSS {peak_rss_bytes() / 2**30:.1f} GiB")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -38,8 +38,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--n", type=int, default=600, help="samples per arm and prompt")
     ap.add_argument("--alpha", type=float, default=0.01)
+    ap.add_argument("--drafters", default="eagle_head,prompt_lookup",
+                    help="comma-separated; runs are seeded per drafter and run, so drafters can "
+                         "run in separate processes and their lines be concatenated")  # fmt: skip
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only-runs", default=None,
+                    help="e.g. 15-19: these runs only (to split a drafter over processes)")  # fmt: skip
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
     model = load_model("smollm2-135m", progress=False, packed=True)
     tok = load_tokenizer("smollm2-135m", progress=False)
@@ -54,9 +60,17 @@ def main() -> None:
         f"samples per arm and prompt, {len(prompts)} prompts, T=0.8 top-k 50, Holm at "
         f"alpha={args.alpha}; 99% upper bound on false alarms: {bound}"
     )
-    for name, make in drafters.items():
+    chosen = args.drafters.split(",")
+    unknown = set(chosen) - set(drafters)
+    if unknown:
+        raise SystemExit(f"unknown drafters {sorted(unknown)}; choose from {sorted(drafters)}")
+    for name in chosen:
+        make = drafters[name]
         alarms = 0
-        for run in range(args.runs):
+        lo, hi = (
+            (int(x) for x in args.only_runs.split("-")) if args.only_runs else (0, args.runs - 1)
+        )
+        for run in range(lo, hi + 1):
             tokens = 2 + 2 * (run % 4)
             t0 = time.perf_counter()
             report = consistency_check(

@@ -8,7 +8,7 @@ Greedy decoding of held-out prompts (``specviz.prompts``, one or more per catego
 
 * ``smollm2``: SmolLM2-135M and its trained EAGLE-style head -- a chain of n head drafts
   against head trees of n nodes (static shapes with exactly n nodes, and EAGLE-2-style dynamic
-  trees with a budget of n);
+  trees: k candidates under each of the w best nodes per depth, reranked to the best n);
 * ``qwen``: Qwen2.5-Coder-1.5B with the 0.5B draft model -- a chain of n against dynamic trees
   of n nodes (``TreeDrafter``).
 
@@ -22,6 +22,7 @@ masked cache) against a chain pass of n tokens (the serial runner), as a ratio.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -56,14 +57,14 @@ def configs(pair: str, draft, nodes: list[int]) -> dict:
                 assert nodes_of(shape) == n, shape
                 out[(n, f"tree {'x'.join(map(str, shape))}")] = (
                     lambda s=shape: HeadDrafter.from_pretrained(draft, tree=s, tree_sampling="deterministic"), n)  # fmt: skip
-            for k in (2, 4):
-                out[(n, f"dynamic k={k}")] = (
-                    lambda n=n, k=k: HeadDrafter.from_pretrained(draft, tree=(k,), dynamic=True, budget=n,
-                                                                 tree_sampling="deterministic"), n)  # fmt: skip
+            for k, w in ((4, 4), (8, 8)):
+                out[(n, f"dynamic k={k} w={w}")] = (
+                    lambda n=n, k=k, w=w: HeadDrafter.from_pretrained(draft, tree=(k,), dynamic=True, budget=n,
+                                                                      width=w, tree_sampling="deterministic"), n)  # fmt: skip
         else:
             out[(n, "chain")] = (lambda: ModelDrafter(draft), n)
-            out[(n, "dynamic k=2")] = (
-                lambda n=n: TreeDrafter(draft, (2,), "deterministic", dynamic=True, budget=n, width=2), n)  # fmt: skip
+            out[(n, "dynamic k=4 w=2")] = (
+                lambda n=n: TreeDrafter(draft, (4,), "deterministic", dynamic=True, budget=n, width=2), n)  # fmt: skip
     return out
 
 
@@ -96,16 +97,18 @@ def main() -> None:
     ap.add_argument("--per-category", type=int, default=1)
     ap.add_argument("--categories", default=",".join(CATEGORIES))
     ap.add_argument("--packed", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     nodes = [int(x) for x in args.nodes.split(",")]
+    lean = dict(packed=args.packed, keep_dense=not args.packed)  # nothing here reads dense weights
     if args.pair == "smollm2":
-        target = load_model("smollm2-135m", progress=False, packed=args.packed)
+        target = load_model("smollm2-135m", progress=False, **lean)
         tok = load_tokenizer("smollm2-135m", progress=False)
         draft = target
     else:
-        target = load_model("qwen2.5-coder-1.5b", progress=False, packed=args.packed)
-        draft = load_model("qwen2.5-coder-0.5b", progress=False, packed=args.packed)
+        target = load_model("qwen2.5-coder-1.5b", progress=False, **lean)
+        draft = load_model("qwen2.5-coder-0.5b", progress=False, **lean)
         tok = load_tokenizer("qwen2.5-coder-1.5b", progress=False)
     cats = args.categories.split(",")
     chosen = load_prompts(split="heldout", categories=cats, per_category=args.per_category)
@@ -114,7 +117,8 @@ def main() -> None:
     cfgs = configs(args.pair, draft, nodes)
     sv.autoregressive_generate(target, prompts[0][1], max_new_tokens=4)  # warm-up (untimed)
     print(f"# {args.pair}: greedy, {len(prompts)} held-out prompts ({', '.join(cats)}), "
-          f"{args.tokens} new tokens, packed={args.packed}")  # fmt: skip
+          f"{args.tokens} new tokens, packed={args.packed}, {args.threads} threads, "
+          f"load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
     tokens = {c: 0 for c in cfgs}
     calls = {c: 0 for c in cfgs}
     secs = {c: 0.0 for c in cfgs}

@@ -12,9 +12,10 @@ Two model families, two tokenizers (49,152 vs 151,936 tokens). One run, four par
    Systems run interleaved (order rotated per prompt); every output must be token for token
    plain greedy decoding, or the script stops. transformers runs on the stock kernels of the
    same model objects; specviz too unless ``--packed``: then the packed oneDNN weights
-   *replace* the dense ones (``keep_dense=False``, ~9 GB for the three models instead of ~17 GB
-   with both copies, which thrashed this 23 GB machine) and transformers runs on the same packed
-   kernels, so its ratio to specviz compares the decoding loops on one set of kernels.
+   *replace* the dense ones once packed (``keep_dense=False``; peak RSS measured 16.7 GiB, since
+   each model's two copies coexist while it is packed, where keeping both copies thrashed this
+   23 GB machine) and transformers runs on the same packed kernels, so its ratio to specviz
+   compares the decoding loops on one set of kernels.
 2. Per category: mean accepted length, draft cost ratio c (seconds per drafted token over
    seconds per plain decode step of the same prompt) and speedup over plain decoding
    (tokens/s ratio, same cell), SmolLM2-135M -> 1.5B against Qwen 0.5B -> 1.5B.

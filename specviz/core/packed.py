@@ -119,32 +119,37 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
             "use_packed_weights: the model has no CPU float32/bfloat16 nn.Linear layer to pack "
             "(packing is a CPU optimisation; on CUDA use specviz.lm.use_static_cache)"
         )
+    uses = None if keep_dense else _storage_uses(model)
     with torch.no_grad():
         for m in layers:
-            if _PACKED in m.__dict__:
-                continue
-            # batch-size hint 1: the layout is chosen for decode-sized inputs, any row
-            # count works.
-            m.__dict__[_PACKED] = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), 1)
-            m.__dict__["forward"] = _packed_forward.__get__(m)
-        if not keep_dense:
-            _drop_dense(model, layers)
+            if _PACKED not in m.__dict__:
+                # batch-size hint 1: the layout is chosen for decode-sized inputs, any row
+                # count works.
+                packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), 1)
+                m.__dict__[_PACKED] = packed
+                m.__dict__["forward"] = _packed_forward.__get__(m)
+            if uses is not None:
+                _drop_dense(m, uses)  # layer by layer: the two copies never coexist whole
     return len(layers)
 
 
-def _drop_dense(model: nn.Module, layers: list[nn.Module]) -> None:
+def _storage_uses(model: nn.Module) -> dict[int, int]:
+    """How many parameters and buffers of ``model`` use each storage (tied weights: > 1)."""
     uses: dict[int, int] = {}
     named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers())
     for _, t in named:
         ptr = t.untyped_storage().data_ptr()
         uses[ptr] = uses.get(ptr, 0) + 1
-    for m in layers:
-        w = m.weight
-        if m.__dict__.get(_DROPPED, False) or uses.get(w.untyped_storage().data_ptr(), 0) > 1:
-            continue  # already freed, or tied: something else reads these values
-        placeholder = torch.zeros((), dtype=w.dtype, device=w.device).expand(w.shape)
-        m.weight = nn.Parameter(placeholder, requires_grad=False)
-        m.__dict__[_DROPPED] = True
+    return uses
+
+
+def _drop_dense(m: nn.Module, uses: dict[int, int]) -> None:
+    w = m.weight
+    if m.__dict__.get(_DROPPED, False) or uses.get(w.untyped_storage().data_ptr(), 0) > 1:
+        return  # already freed, or tied: something else reads these values
+    placeholder = torch.zeros((), dtype=w.dtype, device=w.device).expand(w.shape)
+    m.weight = nn.Parameter(placeholder, requires_grad=False)
+    m.__dict__[_DROPPED] = True
 
 
 def dense_dropped(model: nn.Module) -> int:

@@ -88,6 +88,7 @@ class Decoder:
         # logits: untraced greedy runs skip building the one-hot [k+1, V] "probabilities".
         self.logits_suffice = spec is VERIFIERS["greedy"] and not trace and not record
         self.calls = 0
+        self.draft_seconds = self.verify_seconds = 0.0  # summed over steps
 
     # -- setup ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -157,6 +158,8 @@ class Decoder:
         verdicts = self._verify(dgs, p_all, groups)
         now = time.perf_counter()
         end = now - self.t0
+        self.draft_seconds += t_verify - t_draft
+        self.verify_seconds += now - t_verify
         new_groups: list[Group] = []
         plan: list[tuple[int, int, int, int]] = []
         paths: list[tuple[int, ...]] = []

@@ -23,6 +23,7 @@ import struct
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -109,11 +110,20 @@ def test_honest_pair_passes_and_broken_verifier_is_flagged_with_the_same_samples
     assert set(honest.load.arm) == {"a", "b"} and (honest.load.failed == 0).all()
     assert (honest.load.tokens_per_s > 0).all() and (honest.load.ttft_p50 > 0).all()
     page = (tmp_path / "h" / "report.html").read_text()
-    assert "Verdict: consistent" in page and "plotly" in page.lower()
+    assert f"Verdict: {honest.outcome}" in page and "plotly" in page.lower()
+    # the verdict carries its power: consistent only where the samples could see the threshold
+    assert honest.outcome == (
+        "consistent" if honest.min_detectable_tv <= honest.config.tv_threshold else "inconclusive"
+    )
+    assert summary_of(tmp_path / "h")["outcome"] == honest.outcome
     assert "<script src=" not in page  # plotly.js inlined: the page works offline
     assert len(page) > 1_000_000
-    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
-    assert summary["verdict"] == "inconsistent"
+    summary = summary_of(tmp_path / "b")
+    assert summary["verdict"] == summary["outcome"] == "inconsistent"
+
+
+def summary_of(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
 
 
 def test_float_noise_in_reported_logprobs_is_reported_not_flagged(toy_servers, tmp_path):
@@ -171,7 +181,7 @@ def test_cli_audit_exit_codes(toy_servers, tmp_path, capsys):
     from specviz.cli import main
 
     base = ["audit", "--prompt", "ab", "--n-samples", "200", "--max-tokens", "3"]
-    base += ["--load-levels", "", "--no-greedy", "--quiet"]
+    base += ["--load-levels", "", "--no-greedy", "--quiet", "--tv-threshold", "0.3"]
     rc_ok = main(
         base + ["--a", toy_servers["off"], "--b", toy_servers["on"], "--out", str(tmp_path / "1")]
     )

@@ -18,6 +18,8 @@ from specviz.audit.local import free_port
 
 SMALL = ["--n-samples", "100", "--max-tokens", "3", "--load-levels", "", "--no-greedy"]
 SMALL += ["--quiet"]
+# 100 samples see a first-token TV of ~0.26: tests about something else ask for no less
+LOOSE = ["--tv-threshold", "0.5"]
 
 
 @pytest.fixture(autouse=True)
@@ -76,14 +78,18 @@ def _usage_error(capsys, argv: list[str], *needles: str) -> str:
 
 
 def test_honest_pair_exits_0_and_broken_verifier_exits_1(urls, tmp_path, capsys):
-    ok = main(
-        SMALL
-        + ["--a", urls["off"], "--b", urls["on"], "--prompt", "ab"]
-        + ["--out", str(tmp_path / "ok")]
-    )
+    # 100 samples can only see a first-token TV of ~0.26: asked for 0.1 the honest pair is
+    # inconclusive (exit 3), never a pass; asked for 0.3 it is consistent (exit 0)
+    honest = ["--a", urls["off"], "--b", urls["on"], "--prompt", "ab"]
+    weak = main(SMALL + honest + ["--out", str(tmp_path / "weak")])
+    out = capsys.readouterr().out
+    assert weak == 3, out
+    assert "verdict: inconclusive (could not see TV < " in out
+    assert "verdict: consistent" not in out
+    ok = main(SMALL + honest + ["--tv-threshold", "0.3", "--out", str(tmp_path / "ok")])
     out = capsys.readouterr().out
     assert ok == 0, out
-    assert "verdict: consistent" in out
+    assert "verdict: consistent (a first-token TV of " in out
     bad = main(
         SMALL
         + ["--a", urls["off"], "--b", urls["broken"], "--prompt", "ab"]
@@ -103,11 +109,11 @@ def _raw_prompts(out_dir) -> list[int]:
 def test_single_prompt_string_is_one_prompt(urls, tmp_path, capsys):
     # toy prompts are strings over the letters a-e: five letters, one prompt
     out_dir = tmp_path / "one"
-    argv = SMALL + ["--a", urls["off"], "--b", urls["on"], "--out", str(out_dir)]
+    argv = SMALL + LOOSE + ["--a", urls["off"], "--b", urls["on"], "--out", str(out_dir)]
     rc = main(argv + ["--prompt", "abcab"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "100 samples per arm and prompt, 1 prompts)" in out
+    assert "100 samples per arm and prompt, 1 prompts]" in out
     assert sorted(set(_raw_prompts(out_dir))) == [0]
     assert len(_raw_prompts(out_dir)) == 2 * 100
 
@@ -116,11 +122,11 @@ def test_prompts_file_lines_and_jsonl(urls, tmp_path, capsys):
     path = tmp_path / "prompts.txt"
     path.write_text('ab\n\n{"prompt": "cd"}\n', encoding="utf-8")
     out_dir = tmp_path / "out"
-    argv = SMALL + ["--a", urls["off"], "--b", urls["on"], "--out", str(out_dir)]
+    argv = SMALL + LOOSE + ["--a", urls["off"], "--b", urls["on"], "--out", str(out_dir)]
     rc = main(argv + ["--prompts-file", str(path)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "100 samples per arm and prompt, 2 prompts)" in out
+    assert "100 samples per arm and prompt, 2 prompts]" in out
     assert sorted(set(_raw_prompts(out_dir))) == [0, 1]
 
 
@@ -201,6 +207,8 @@ def test_server_errors_exit_2(capsys, thread_server):
         (["--n-samples", "1"], "--n-samples must be an integer >= 2"),
         (["--max-tokens", "0"], "--max-tokens must be an integer >= 1"),
         (["--alpha", "1"], "--alpha must be in (0, 1)"),
+        (["--tv-threshold", "0"], "--tv-threshold must be in (0, 1]"),
+        (["--tv-threshold", "1.5"], "--tv-threshold must be in (0, 1]"),
         (["--concurrency", "0"], "--concurrency must be an integer >= 1"),
         (["--load-levels", "1,0"], "--load-levels must be integers >= 1"),
         (["--greedy-max-tokens", "0"], "--greedy-max-tokens must be an integer >= 1"),

@@ -7,8 +7,11 @@ Example (llama.cpp without / with prompt lookup on two ports)::
 
 Exit status (so CI can gate on it):
 
-* 0 -- consistent;
+* 0 -- consistent: no test rejected, and a first-token TV of ``--tv-threshold`` would have
+  been seen with 90% probability;
 * 1 -- inconsistent (speculation changes the output law);
+* 3 -- inconclusive: no test rejected, but these samples could only see a larger TV (raise
+  ``--n-samples``); not evidence that B keeps A's law;
 * 2 -- the audit could not run: a usage error (bad option or number, a missing, unreadable or
   empty prompts file; one line on stderr, no traceback), a connection or server error
   (unreachable, TLS, timeout, mismatched models, no logprobs: the message names the endpoint
@@ -90,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.01)
+    ap.add_argument(
+        "--tv-threshold",
+        type=float,
+        default=0.1,
+        help="first-token TV the audit must be able to see; with less power a run where no "
+        "test rejected is 'inconclusive' (exit 3), not 'consistent'",
+    )
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--retries", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
@@ -223,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             outcome=args.outcome,
             api=args.api,
             alpha=args.alpha,
+            tv_threshold=args.tv_threshold,
             concurrency=args.concurrency,
             retries=args.retries,
             greedy=not args.no_greedy,
@@ -262,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("internal error (the traceback above; please report it)")
     print(report.summary())
     print(f"report: {args.out / 'report.html'}  raw results: {args.out / 'raw.jsonl'}")
-    return 0 if report.verdict == "consistent" else 1
+    return {"consistent": 0, "inconsistent": 1}.get(report.outcome, 3)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,9 @@ class AuditConfig:
     n_boot: int = 300
     outcome: str = "tokens"  # "tokens" (server-reported, needs logprobs) or "text" (split_text)
     api: str = "completions"  # "completions" or "chat"
+    # the first-token TV the audit should be able to see: a run whose samples could only see a
+    # larger one is "inconclusive", not "consistent" (not part of the sampling key)
+    tv_threshold: float = 0.1
 
     def __post_init__(self) -> None:
         # A single prompt given as a string is one prompt, not its characters.
@@ -167,6 +170,9 @@ class AuditConfig:
             raise ValueError(f"outcome must be 'tokens' or 'text', got {self.outcome!r}")
         if self.api not in APIS:
             raise ValueError(f"api must be 'completions' or 'chat', got {self.api!r}")
+        _real("tv_threshold", self.tv_threshold, 0.0)
+        if not 0 < self.tv_threshold <= 1:
+            raise ValueError(f"tv_threshold must be in (0, 1], got {self.tv_threshold!r}")
 
     @property
     def load_temperatures(self) -> tuple[float, ...]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import stats
+from ..checks.report import outcome_phrase
 from ..checks.sequences import LogprobNumerics
 from .client import Endpoint
 from .config import AuditConfig
@@ -219,6 +220,22 @@ class AuditReport:
         return str(LogprobNumerics(worst.max_gap, total, "configurations"))
 
     @property
+    def tv_threshold(self) -> float:
+        return self.config.tv_threshold
+
+    @property
+    def outcome(self) -> str:
+        """``verdict`` with its power, as :attr:`ConsistencyReport.outcome`: "inconsistent" (a
+        test rejected), "consistent" (none did, and a first-token TV of ``tv_threshold`` would
+        have been seen with 90% probability) or "inconclusive" (none did, but these samples
+        could only see a larger TV: no evidence that B keeps A's law)."""
+        if self.verdict == "inconsistent":
+            return "inconsistent"
+        mdt = self.min_detectable_tv
+        seen = math.isfinite(mdt) and mdt <= self.config.tv_threshold
+        return "consistent" if seen else "inconclusive"
+
+    @property
     def greedy_verdict(self) -> str | None:
         if self.greedy is None:
             return None
@@ -230,8 +247,8 @@ class AuditReport:
         a, b = self.endpoints
         worst = self.tests.sort_values("holm").iloc[0]
         lines = [
-            f"verdict: {self.verdict} (Holm at alpha={self.alpha}, {len(self.tests)} tests, "
-            f"{self.n_samples} samples per arm and prompt, {len(self.config.prompts)} prompts); "
+            f"verdict: {outcome_phrase(self)} [Holm at alpha={self.alpha}, {len(self.tests)} tests, "
+            f"{self.n_samples} samples per arm and prompt, {len(self.config.prompts)} prompts]; "
             f"smallest adjusted p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}).",
             self.power_statement,
         ]
@@ -311,6 +328,8 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "outcome": self.outcome,
+            "tv_threshold": self.config.tv_threshold,
             "alpha": self.alpha,
             "n_samples": self.n_samples,
             "n_prompts": len(self.config.prompts),

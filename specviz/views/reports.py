@@ -216,7 +216,12 @@ def audit_html(report: Any, path: str | Path) -> Path:
 
     a, b = report.endpoints
     default = "(server default)"
-    color = "#2e7d32" if report.verdict == "consistent" else "#c62828"
+    # the outcome with its power: an underpowered pass is "inconclusive", never green
+    outcome = getattr(report, "outcome", report.verdict)
+    color = {"consistent": "#2e7d32", "inconclusive": "#b26a00"}.get(outcome, "#c62828")
+    from ..checks.report import outcome_phrase
+
+    headline = outcome_phrase(report) if hasattr(report, "outcome") else report.verdict
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>specviz audit</title><style>body{font-family:sans-serif;max-width:1100px;"
@@ -228,7 +233,7 @@ def audit_html(report: Any, path: str | Path) -> Path:
         f"<code>{html.escape(a.base_url)}</code> model {html.escape(a.model or default)}<br>"
         f"<b>B (speculation on):</b> {html.escape(b.name)} "
         f"<code>{html.escape(b.base_url)}</code> model {html.escape(b.model or default)}</p>",
-        f"<h2 style='color:{color}'>Verdict: {report.verdict}</h2>",
+        f"<h2 style='color:{color}'>Verdict: {html.escape(headline)}</h2>",
         f"<pre>{html.escape(report.summary())}</pre>",
         f"<p><b>Power.</b> {html.escape(report.power_statement)}</p>",
     ]

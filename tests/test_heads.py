@@ -257,3 +257,19 @@ def test_quick_training_writes_loadable_weights(smollm2, tmp_path):
     base = sv.autoregressive_generate(model, ids, max_new_tokens=12)
     spec = sv.speculative_generate(model, drafter, ids, gamma=3, max_new_tokens=12)
     assert spec.new_tokens == base.new_tokens
+
+
+def test_memory_report_counts_the_heads_weights_and_kv(smollm2, head_drafter):
+    """The head brings its own layer and KV cache (one attention layer); the embedding, final
+    norm and LM head are the target's and are not counted twice."""
+    from specviz.metrics import memory_report, weights_bytes
+
+    model, _ = smollm2
+    rep = memory_report(model, head_drafter, context_tokens=100, gamma=4)
+    cfg = head_drafter.head.cfg
+    assert rep.draft_weights_bytes == weights_bytes(head_drafter.head) > 0
+    assert rep.draft_weights_bytes < rep.target_weights_bytes / 10
+    assert rep.draft_kv_bytes_per_token == 2 * cfg.num_kv_heads * cfg.head_dim * 4
+    assert rep.kv_bytes_at_context == 104 * (
+        rep.target_kv_bytes_per_token + rep.draft_kv_bytes_per_token
+    )

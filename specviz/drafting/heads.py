@@ -312,6 +312,18 @@ class HeadDrafter(Drafter):
         self.params = SamplingParams()
         self.reset()
 
+    @property
+    def memory_module(self) -> nn.Module:
+        """What this drafter adds to the target's weights (the embedding, final norm and LM
+        head are the target's own): the head, for :func:`specviz.metrics.memory_report`."""
+        return self.head
+
+    def kv_cache_bytes_per_token(self) -> int:
+        """The head's own KV cache: one attention layer, K and V per token."""
+        c = self.head.cfg
+        elem = next(self.head.parameters()).element_size()
+        return 2 * c.num_kv_heads * c.head_dim * elem
+
     @classmethod
     def from_pretrained(
         cls,

@@ -320,21 +320,24 @@ def memory_report(
     """Weights, KV-cache and peak memory of a target (and draft model, if any).
 
     A draft that shares the target's weights (early exit) adds its KV cache but no weights.
+    A drafter that runs a module of its own on the target's features (the EAGLE-style head)
+    names it ``memory_module`` and may state its KV cache with ``kv_cache_bytes_per_token()``.
     Packed linear weights (:func:`specviz.use_packed_weights`) are a second copy and are
     counted in ``packed_weights_bytes``.
     """
-    draft_model = getattr(draft, "model", draft)
+    draft_model = getattr(draft, "memory_module", None) or getattr(draft, "model", draft)
     t_bytes = weights_bytes(target)
     d_bytes = 0
     if isinstance(draft_model, torch.nn.Module):
         t_ptrs = _storages(target)
         d_bytes = sum(n for ptr, n in _storages(draft_model).items() if ptr not in t_ptrs)
     t_kv = kv_cache_bytes_per_token(target.config, _model_dtype(target))
-    d_kv = (
-        kv_cache_bytes_per_token(draft_model.config, _model_dtype(draft_model))
-        if hasattr(draft_model, "config")
-        else 0
-    )
+    if callable(getattr(draft, "kv_cache_bytes_per_token", None)):
+        d_kv = int(draft.kv_cache_bytes_per_token())
+    elif hasattr(draft_model, "config"):
+        d_kv = kv_cache_bytes_per_token(draft_model.config, _model_dtype(draft_model))
+    else:
+        d_kv = 0
     slots = context_tokens + gamma
     cuda_peak = None
     if torch.cuda.is_available():

@@ -427,7 +427,7 @@ def test_cli_chat_api_and_several_load_temperatures(toy_servers, tmp_path, capsy
     argv += ["--n-samples", "60", "--max-tokens", "2", "--no-greedy", "--quiet", "--api", "chat"]
     argv += ["--load-levels", "1,2", "--load-requests", "2", "--load-max-tokens", "4"]
     argv += ["--load-temperature", "0,0.7", "--out", str(tmp_path)]
-    assert main(argv) == 0
+    assert main(argv) == 3  # 60 samples cannot see a TV of 0.1: inconclusive, not a pass
     out = capsys.readouterr().out
     assert "load T=0.7 c=2" in out and "crossover: T=0," in out
     assert "engine counters (vllm)" in out

@@ -236,6 +236,11 @@ class AuditReport:
         return "consistent" if seen else "inconclusive"
 
     @property
+    def verdict_line(self) -> str:
+        """The outcome as a phrase, e.g. "inconclusive (could not see TV < 0.261)"."""
+        return outcome_phrase(self)
+
+    @property
     def greedy_verdict(self) -> str | None:
         if self.greedy is None:
             return None
@@ -247,7 +252,7 @@ class AuditReport:
         a, b = self.endpoints
         worst = self.tests.sort_values("holm").iloc[0]
         lines = [
-            f"verdict: {outcome_phrase(self)} [Holm at alpha={self.alpha}, {len(self.tests)} tests, "
+            f"verdict: {self.verdict_line} [Holm at alpha={self.alpha}, {len(self.tests)} tests, "
             f"{self.n_samples} samples per arm and prompt, {len(self.config.prompts)} prompts]; "
             f"smallest adjusted p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}).",
             self.power_statement,

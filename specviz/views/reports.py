@@ -219,9 +219,7 @@ def audit_html(report: Any, path: str | Path) -> Path:
     # the outcome with its power: an underpowered pass is "inconclusive", never green
     outcome = getattr(report, "outcome", report.verdict)
     color = {"consistent": "#2e7d32", "inconclusive": "#b26a00"}.get(outcome, "#c62828")
-    from ..checks.report import outcome_phrase
-
-    headline = outcome_phrase(report) if hasattr(report, "outcome") else report.verdict
+    headline = getattr(report, "verdict_line", report.verdict)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>specviz audit</title><style>body{font-family:sans-serif;max-width:1100px;"

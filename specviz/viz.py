@@ -1,7 +1,14 @@
 """The names of the former ``specviz.viz`` module, now split into subpackages; this import
 path keeps working (new code imports from the new homes)."""
 
-from specviz.perf.acceptance import accepted_counts, fit_alpha, per_position_acceptance
+from specviz.perf.acceptance import (
+    PositionCounts,
+    accepted_counts,
+    alpha_counts,
+    fit_alpha,
+    per_position_acceptance,
+    wilson_interval,
+)
 from specviz.perf.theory import expected_tokens_per_call, truncated_geometric_law
 from specviz.views.acceptance import (
     SimPoint,
@@ -40,11 +47,13 @@ __all__ = [
     "RESIDUAL_COLOR",
     "SimPoint",
     "Slot",
+    "PositionCounts",
     "THEORY_COLOR",
     "Tokenizer",
     "accept_scatter_figure",
     "accept_test_figure",
     "accepted_counts",
+    "alpha_counts",
     "cost_benefit_figure",
     "default_row",
     "expected_tokens_per_call",
@@ -69,4 +78,5 @@ __all__ = [
     "tokens_per_call_vs_gamma_figure",
     "truncated_geometric_law",
     "verifier_report_figure",
+    "wilson_interval",
 ]

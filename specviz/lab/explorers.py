@@ -272,7 +272,8 @@ class GridExplorer:
             none = StepOutcomes(int(s["gamma"]), (0,) * int(s["gamma"]))
             rej = viz.rejection_positions_figure(none, title=f"{title}: no cell")
         same = self._match(self.cells, category=s["category"], gamma=s["gamma"], mode=s["mode"])
-        series = {r.drafter: list(r.per_position_acceptance) for r in same.itertuples()}
+        # the cell rows carry their histograms: counts and 95% intervals per position
+        series = {r.drafter: r for r in same.itertuples()}
         pos = viz.per_position_acceptance_figure(
             series or {s["drafter"]: []},
             title=f"Acceptance per position: {s['category']}, gamma={s['gamma']}, {s['mode']}",

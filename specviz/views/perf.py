@@ -17,7 +17,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..perf.acceptance import wilson_interval
 from ..perf.theory import VerifyCost, optimal_gamma, speedup
+from . import palette
 from .palette import PALETTE, THEORY_COLOR
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "metric_bars_figure",
     "cost_benefit_figure",
     "acceptance_colors",
+    "series_colors",
     "predicted_speedup_figure",
     "measured_speedup_figure",
 ]
@@ -303,6 +306,45 @@ def rejection_positions_by_group_figure(
     return fig
 
 
+#: metrics that are a proportion of counts: metric -> (successes column, trials column)
+RATE_COUNTS: dict[str, tuple[str, str]] = {"acceptance_rate": ("accepted", "drafted")}
+#: where a "never reached" mark sits in a rate's bar chart: below 0, never read as 0%
+NEVER_REACHED_Y = -0.04
+
+
+def _pooled_counts(
+    summary: Any, cells: Any, x: str, color: str, k_col: str, n_col: str
+) -> tuple[dict[tuple[Any, Any], tuple[int, int]], str]:
+    """(successes, trials) per ``(color value, x value)`` of ``summary``: its own columns,
+    or ``cells`` (the grid rows it was summarized from) pooled the way
+    :func:`specviz.analysis.summarize` pools them. Returns ``({}, why)`` when unknown."""
+    if k_col in summary.columns and n_col in summary.columns:
+        return {
+            (c, v): (int(k), int(n))
+            for c, v, k, n in zip(
+                summary[color], summary[x], summary[k_col], summary[n_col], strict=True
+            )
+        }, ""
+    if cells is None:
+        return {}, f"counts not given (pass cells= or {k_col!r}/{n_col!r} columns): no interval"
+    if k_col not in cells.columns or n_col not in cells.columns:
+        raise KeyError(f"cells need columns {k_col!r} and {n_col!r}")
+    # the summary rows are one gamma, one mode...: take the cells of that slice only
+    for col in summary.columns:
+        if col in (x, color) or col not in cells.columns:
+            continue
+        vals = list(dict.fromkeys(summary[col]))
+        if len(vals) == 1 and col in ("gamma", "mode", "model", "history"):
+            cells = cells[cells[col] == vals[0]]
+    out: dict[tuple[Any, Any], tuple[int, int]] = {}
+    for c, v in zip(summary[color], summary[x], strict=True):
+        sub = cells[cells[color] == c]
+        if v != "all" or "all" in set(cells[x]):
+            sub = sub[sub[x] == v]
+        out[(c, v)] = (int(sub[k_col].sum()), int(sub[n_col].sum()))
+    return out, ""
+
+
 def metric_bars_figure(
     summary: Any,
     metric: str,
@@ -310,31 +352,137 @@ def metric_bars_figure(
     x: str = "category",
     color: str = "drafter",
     title: str | None = None,
+    cells: Any = None,
+    counts: tuple[str, str] | None = None,
+    confidence: float = 0.95,
 ) -> go.Figure:
     """One grouped bar per ``x`` value (task category), one colour per ``color`` value
     (drafter), height ``metric`` -- rows of :func:`specviz.analysis.summarize` already
-    filtered to one gamma and mode."""
+    filtered to one gamma and mode.
+
+    A rate (``acceptance_rate``, or any metric given ``counts=(successes, trials)`` column
+    names) shows the counts behind each bar: from the summary's ``accepted`` / ``drafted``
+    columns when it has them, else from ``cells`` -- the :func:`run_grid` rows the summary
+    was made from, pooled per bar (the slice of one gamma / mode is taken from the summary;
+    category ``all`` pools every category). Each bar then has a 95% Wilson error bar and
+    its hover says "k of n"; the interval treats drafted tokens as independent, so it is a
+    lower bound on the uncertainty across prompts. A bar with nothing drafted is not drawn
+    (never a 0%): a grey x below the axis says "never reached". Pooled counts must give the
+    summary's rate, or this raises (cells of another slice).
+
+    >>> import pandas as pd
+    >>> s = pd.DataFrame(dict(drafter=["a", "a"], category=["x", "y"],
+    ...                       acceptance_rate=[0.5, 0.0], accepted=[5, 0], drafted=[10, 0]))
+    >>> fig = metric_bars_figure(s, "acceptance_rate")
+    >>> fig.data[0].y, fig.data[0].hovertext[0].split("<br>")[1]
+    ((0.5, None), '5 of 10 accepted')
+    >>> fig.data[1].name, fig.data[1].x
+    ('never reached (no rate)', ('y',))
+    """
     if metric not in summary.columns:
         raise KeyError(f"no column {metric!r}; have {list(summary.columns)}")
+    cols = counts or RATE_COUNTS.get(metric)
+    known: dict[tuple[Any, Any], tuple[int, int]] = {}
+    why, noun = "", ""
+    if cols is not None:
+        known, why = _pooled_counts(summary, cells, x, color, *cols)
+        noun = "accepted" if cols == RATE_COUNTS["acceptance_rate"] else str(cols[0])
     xs = list(dict.fromkeys(summary[x]))
+    names = list(dict.fromkeys(summary[color]))
+    meaning = "accepted" if "accept" in metric else "speculative"
+    colors = series_colors([str(n) for n in names], meaning)
     fig = go.Figure()
-    for name in dict.fromkeys(summary[color]):
+    never: list[tuple[str, str]] = []
+    for name in names:
         sub = summary[summary[color] == name].set_index(x)
+        y = [float(sub[metric].get(v, np.nan)) if v in sub.index else None for v in xs]
+        y = [None if v is None or math.isnan(v) else v for v in y]
+        col = colors[str(name)]
+        hover = [
+            f"{v}: {yy:.3f}" if yy is not None else f"{v}: no value"
+            for v, yy in zip(xs, y, strict=True)
+        ]
+        lo, hi = [None] * len(xs), [None] * len(xs)
+        kn: list[Any] = [None] * len(xs)
+        if known:
+            for i, v in enumerate(xs):
+                if v not in sub.index:
+                    continue
+                k, n = known[(name, v)]
+                kn[i] = [k, n]
+                if n == 0:
+                    y[i] = None
+                    hover[i] = f"{v}: never reached (nothing drafted): no rate"
+                    never.append((str(name), str(v)))
+                    continue
+                rate = float(sub[metric].get(v))
+                if not math.isclose(rate, k / n, rel_tol=1e-9, abs_tol=1e-12):
+                    raise ValueError(
+                        f"{name}, {v}: {cols[0]}/{cols[1]} = {k}/{n} is not the summary's "
+                        f"{metric} {rate:.6g}: are the cells the summary's slice?"
+                    )
+                a, b = wilson_interval(k, n, confidence)
+                lo[i], hi[i] = a, b
+                hover[i] = (
+                    f"{v}: {rate:.3f}<br>{k} of {n} {noun}<br>{confidence:.0%} Wilson interval "
+                    f"{a:.3f} to {b:.3f}"
+                )
+        elif why:
+            hover = [h + f"<br>{why}" for h in hover]
         fig.add_trace(
             go.Bar(
                 name=str(name),
                 x=[str(v) for v in xs],
-                y=[float(sub[metric].get(v, np.nan)) if v in sub.index else None for v in xs],
-                hovertemplate="%{x}: %{y:.3f}<extra>" + str(name) + "</extra>",
+                y=y,
+                # a lighter fill, so the interval (the series' own colour) shows inside the bar
+                marker=dict(color=col, opacity=0.55 if known else 1.0, line=dict(color=col)),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[None if h is None else h - v for h, v in zip(hi, y, strict=True)],
+                    arrayminus=[None if a is None else v - a for a, v in zip(lo, y, strict=True)],
+                    color=col,
+                    thickness=2,
+                    visible=bool(known),
+                ),
+                customdata=[
+                    None if c is None else [*c, a, b] for c, a, b in zip(kn, lo, hi, strict=True)
+                ],
+                hovertext=hover,
+                hovertemplate="%{hovertext}<extra>" + str(name) + "</extra>",
             )
         )
+    if never:
+        fig.add_trace(
+            go.Scatter(
+                name="never reached (no rate)",
+                x=[v for _, v in never],
+                y=[NEVER_REACHED_Y] * len(never),
+                mode="markers",
+                marker=dict(
+                    color=palette.color("unvisited"), symbol="x-thin-open", size=11, line_width=2
+                ),
+                hovertext=[f"{n}, {v}: never reached (nothing drafted)" for n, v in never],
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
+    label = metric.replace("_", " ")
+    sub_title = (
+        f"<br><sup>error bars: {confidence:.0%} Wilson intervals over drafted tokens</sup>"
+        if known
+        else ""
+    )
     fig.update_layout(
-        title=title or metric.replace("_", " "),
+        title=(title or label) + sub_title,
         barmode="group",
         xaxis=dict(title=x, type="category"),
-        yaxis=dict(title=metric.replace("_", " ")),
+        yaxis=dict(title=label),
         height=400,
     )
+    if cols is not None:
+        fig.update_yaxes(
+            range=[2 * NEVER_REACHED_Y if never else 0, 1.02], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1]
+        )
     return fig
 
 
@@ -391,6 +539,21 @@ def acceptance_colors(acceptances: Sequence[float]) -> dict[float, str]:
     return {
         a: _mix(PALETTE["accepted"], 0.6 * (1 - i / (len(rates) - 1))) for i, a in enumerate(rates)
     }
+
+
+def series_colors(labels: Sequence[str], meaning: str = "accepted") -> dict[str, str]:
+    """One colour per series label, every one a shade of the palette's ``meaning`` colour
+    (first = the full colour, later ones lighter), so a figure of acceptance rates stays in
+    the "accepted" green whatever its series are (drafters, categories).
+
+    >>> series_colors(["a"]) == {"a": palette.color("accepted")}
+    True
+    """
+    base = palette.color(meaning)
+    names = list(dict.fromkeys(str(n) for n in labels))
+    if len(names) <= 1:
+        return {n: base for n in names}
+    return {n: _mix(base, 0.65 * i / (len(names) - 1)) for i, n in enumerate(names)}
 
 
 def _check_c(c: Any) -> float:
@@ -558,7 +721,7 @@ def measured_speedup_figure(
                 ),
                 **at,
             )
-        fig.add_hline(y=1.0, line_dash="dot", line_color="grey", **at)
+        fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"], **at)
     fig.update_xaxes(title_text="gamma (0 = plain)", dtick=1)
     fig.update_yaxes(title_text="speedup over plain", col=1)
     fig.update_layout(title=title, height=300 + 170 * nrows)

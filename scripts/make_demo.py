@@ -7,7 +7,9 @@
    code path, fewer samples and tokens) and exported to offline HTML under ``--out`` (plotly.js
    inlined, explorers as their static snapshots; see docs/notebooks.md), ``--jobs`` at a time,
    one torch thread each, with a progress line per notebook;
-3. the wall time, the peak resident memory of the largest process (the demo or a notebook
+3. every report opened in headless Chromium with the network blocked (under 8 MB, every
+   figure and explorer snapshot drawn by the inlined plotly.js);
+4. the wall time, the peak resident memory of the largest process (the demo or a notebook
    kernel) and each report's size.
 
 Full-size reports are ``make reports``. Exits non-zero if a step fails; a report is written
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -39,6 +42,25 @@ def nbconvert(path: Path, out: Path) -> tuple[Path, float, int, str]:
         capture_output=True, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     return path, time.perf_counter() - t0, proc.returncode, proc.stderr[-2000:]
+
+
+def check_offline(reports: list[Path]) -> list[str]:
+    """Each report opened in headless Chromium with the network blocked: under 8 MB, every
+    figure and explorer snapshot drawn (skipped, and said so, without chromium)."""
+    from specviz.views.offline import check_reports
+
+    if not reports:
+        return []
+    if shutil.which("chromium") is None:
+        print("offline check skipped: no chromium on PATH (apt-get install chromium)")
+        return []
+    print(f"== {len(reports)} reports opened offline in Chromium ==", flush=True)
+    bad = []
+    for check in check_reports(reports):
+        print(f"{'ok' if check.ok else 'FAILED':<6} {check}", flush=True)
+        if not check.ok:
+            bad.append(f"{check.path} (offline)")
+    return bad
 
 
 def main() -> int:
@@ -70,6 +92,8 @@ def main() -> int:
             if rc:
                 failed.append(path.name)
                 print(err, file=sys.stderr)
+    reports = [out / (p.stem + ".html") for p in NOTEBOOKS if p.name not in failed]
+    failed += check_offline(reports)
     wall = time.perf_counter() - t_start
     peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # fmt: skip

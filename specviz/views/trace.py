@@ -10,6 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..core.trace import DraftPosition, Step, Trace
+from ..perf.acceptance import wilson_interval
+from . import palette
 from .labels import Tokenizer, _fmt, _labels, token_label
 from .palette import P_COLOR, PALETTE, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
 
@@ -24,6 +26,9 @@ __all__ = [
     "residual_figure",
     "laws_figure",
     "accept_scatter_figure",
+    "acceptance_interval",
+    "acceptance_text",
+    "law_meaning",
 ]
 
 
@@ -459,23 +464,74 @@ def residual_figure(
     return fig
 
 
+#: How a law's name reads, in the order tried (first match wins): the palette meaning of a law
+#: named like the notebooks name them. "corrected path (1 - alpha) * residual" is the corrected
+#: path (purple), "accepted path min(p, q)" the accepted one (green).
+_LAW_WORDS: tuple[tuple[str, str], ...] = (
+    ("accepted", "accepted"),
+    ("corrected", "corrected"),
+    ("residual", "residual"),
+    ("bonus", "bonus"),
+    ("min(p", "overlap"),
+    ("overlap", "overlap"),
+    ("draft", "q"),
+    ("target", "p"),
+)
+
+
+def law_meaning(name: str) -> str | None:
+    """The palette meaning (a key of :data:`~specviz.views.palette.PALETTE`) of a law named
+    ``name`` in :func:`laws_figure`: by its words (:data:`_LAW_WORDS`), else a name that is just
+    ``p`` or ``q`` (optionally followed by a space or a bracket); ``None`` if it reads as none.
+
+    >>> [law_meaning(n) for n in ("p (target)", "q", "min(p, q)", "accepted path min(p, q)",
+    ...                           "corrected path (1 - alpha) * residual", "counts")]
+    ['p', 'q', 'overlap', 'accepted', 'corrected', None]
+    """
+    low = name.lower()
+    for word, meaning in _LAW_WORDS:
+        if word in low:
+            return meaning
+    head = low.split(" ", 1)[0].split("(", 1)[0]
+    return head if head in ("p", "q") else None
+
+
 def laws_figure(
     laws: Mapping[str, Sequence[float]],
     tokenizer: Tokenizer = None,
     *,
     stacked: Sequence[str] = (),
     title: str = "Next-token laws",
+    meanings: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Whole distributions over a small vocabulary (toy models), one bar trace per law.
     Laws named in ``stacked`` are stacked on each other (e.g. the accepted-path mass
     ``min(p, q)`` plus the corrected-path mass ``(1 - beta) * residual``, which add up to p)
-    and drawn next to the others."""
+    and drawn next to the others.
+
+    Each law takes the palette colour of its meaning, so p is blue and q orange in every
+    figure whatever the order of the laws: ``meanings`` maps a law's name to a key of the
+    palette, else :func:`law_meaning` reads it from the name. A law with no meaning takes a
+    palette colour no other law of the figure uses.
+
+    >>> fig = laws_figure({"accepted path min(p, q)": [0.2, 0.3], "p (target)": [0.4, 0.6]})
+    >>> [t.marker.color for t in fig.data] == [PALETTE["accepted"], PALETTE["p"]]
+    True
+    """
     names = list(laws)
     size = len(next(iter(laws.values()))) if laws else 0
     labels = _labels(list(range(size)), tokenizer)
+    given = dict(meanings or {})
+    colors = {n: palette.color(given[n]) if n in given else None for n in names}
+    for n in names:
+        if colors[n] is None and (m := law_meaning(n)) is not None:
+            colors[n] = palette.color(m)
+    spare = [c for c in dict.fromkeys(PALETTE.values()) if c not in colors.values()]
+    for n in names:
+        if colors[n] is None:
+            colors[n] = spare.pop(0) if spare else THEORY_COLOR
     fig = go.Figure()
-    palette = [P_COLOR, Q_COLOR, PALETTE["accepted"], RESIDUAL_COLOR, "#8c564b", "#17becf"]
-    for i, name in enumerate(names):
+    for name in names:
         vals = np.asarray(laws[name], dtype=float)
         if vals.size != size:
             raise ValueError(f"law {name!r} has {vals.size} entries, expected {size}")
@@ -484,7 +540,7 @@ def laws_figure(
                 name=name,
                 x=labels,
                 y=vals.tolist(),
-                marker_color=palette[i % len(palette)],
+                marker_color=colors[name],
                 offsetgroup="stack" if name in stacked else name,
                 hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
             )
@@ -551,3 +607,42 @@ def accept_scatter_figure(trace: Trace, *, title: str | None = None) -> go.Figur
         width=520,
     )
     return fig
+
+
+# -------------------------------------------------------------------------------------------
+# acceptance rates in words: count, share and 95% interval
+# -------------------------------------------------------------------------------------------
+
+
+def acceptance_interval(
+    accepted: int, tested: int, *, confidence: float = 0.95
+) -> tuple[float, float]:
+    """The Wilson interval of an acceptance rate ``accepted / tested``
+    (:func:`specviz.perf.acceptance.wilson_interval`, the one the acceptance figures draw);
+    ``(nan, nan)`` when nothing was tested.
+
+    >>> [round(v, 3) for v in acceptance_interval(45, 60)]
+    [0.628, 0.842]
+    """
+    lo, hi = wilson_interval(int(accepted), int(tested), confidence)
+    return float(lo), float(hi)
+
+
+def acceptance_text(
+    accepted: int, tested: int, *, what: str = "accepted", confidence: float = 0.95
+) -> str:
+    """An acceptance rate as every notebook prints it: the count, the share and its Wilson
+    interval (:func:`acceptance_interval`).
+
+    >>> acceptance_text(45, 60)
+    '45 of 60 accepted (75.0%, 95% CI 62.8-84.2%)'
+    >>> acceptance_text(0, 0, what="drafted tokens accepted")
+    '0 of 0 drafted tokens accepted (nothing was tested)'
+    """
+    if tested <= 0:
+        return f"{accepted} of {tested} {what} (nothing was tested)"
+    lo, hi = acceptance_interval(accepted, tested, confidence=confidence)
+    return (
+        f"{accepted} of {tested} {what} ({accepted / tested:.1%}, {confidence:.0%} CI "
+        f"{100 * lo:.1f}-{100 * hi:.1f}%)"
+    )

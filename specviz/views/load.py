@@ -244,14 +244,14 @@ def call_split_figure(bs: Any, *, title: str = "What one target call costs") -> 
     x = [d["batch_size"].astype(int).astype(str).map(lambda b: f"batch {b}"), d["engine"]]
     calls = (1.0 / d["tokens_per_target_call"]).map(lambda v: f"{v:.2f} calls/token")
     fig.add_trace(
-        go.Bar(x=x, y=d["verify_ms"], name="verify call (target)", marker_color="#1f77b4")
+        go.Bar(x=x, y=d["verify_ms"], name="verify call (target)", marker_color=PALETTE["p"])
     )
     fig.add_trace(
         go.Bar(
             x=x,
             y=d["draft_ms"],
             name="drafting",
-            marker_color="#ff7f0e",
+            marker_color=PALETTE["q"],
             text=calls,
             textposition="outside",
         )

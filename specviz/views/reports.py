@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .labels import Tokenizer, _labels
+from .palette import PALETTE
 
 __all__ = ["audit_figures", "audit_html", "consistency_figures", "first_token_names"]
 
@@ -173,7 +174,7 @@ def _load_figure(report: Any) -> Any:
     for ti, t in enumerate(temps):
         dash = dashes[ti % len(dashes)]
         at = f" T={t:g}" if len(temps) > 1 else ""
-        for arm, ep, color in (("a", a, "#1f77b4"), ("b", b, "#d62728")):
+        for arm, ep, color in (("a", a, PALETTE["plain"]), ("b", b, PALETTE["speculative"])):
             g = table[(table.arm == arm) & (table.temperature == t)].sort_values("concurrency")
             for i, (col, _) in enumerate(panels):
                 if col is None:

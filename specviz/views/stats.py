@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from ..stats import Pooled
 from .labels import _fmt
-from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
+from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR, color
 
 __all__ = [
     "gof_figure",
@@ -44,7 +44,7 @@ def gof_figure(
                 name="observed",
                 x=x,
                 y=np.asarray(result.observed, dtype=float).tolist(),
-                marker_color="#4c78a8",
+                marker_color=color("speculative"),  # the samples under test
             ),
             go.Bar(
                 name="expected",

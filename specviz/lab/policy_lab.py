@@ -31,6 +31,7 @@ __all__ = [
     "best_gammas",
     "GammaClaim",
     "best_gamma_claim",
+    "modelled_gamma_table",
 ]
 
 
@@ -365,6 +366,53 @@ def prompt_gamma_table(
         )
         for (pid, g), r in runs.items()
     ]
+    return pd.DataFrame(rows)
+
+
+def modelled_gamma_table(
+    runs: Mapping[tuple[str, int], Any],
+    plain: Mapping[str, Any],
+    categories: Mapping[str, str],
+    *,
+    c: float,
+    verify_cost: Any,
+) -> Any:
+    """:func:`prompt_gamma_table` with the clock replaced by the cost model, in units of one
+    target decode step: a recorded step that drafted ``d`` tokens costs ``d * c + v(d + 1)``
+    (``verify_cost.ratio``), a plain token costs 1. The steps (how many were drafted and
+    accepted, prompt by prompt) are the measured ones, and so are ``c`` and ``v(n)``; only the
+    machine's moment-to-moment timing noise is left out -- so the best gamma per category, and
+    the claim-3 verdict on it, vary only with the prompts.
+
+    >>> from types import SimpleNamespace as NS
+    >>> step = lambda d: NS(drafted=d, accepted=d)
+    >>> run = NS(new_tokens=[0] * 8, trace=NS(steps=[step(3), step(3)]))
+    >>> v = NS(ratio=lambda n: 1.0 + 0.1 * (n - 1))
+    >>> t = modelled_gamma_table({("p", 3): run}, {"p": NS(new_tokens=[0] * 8)}, {"p": "x"},
+    ...                          c=0.1, verify_cost=v)
+    >>> round(float(t.seconds[0]), 2), float(t.plain_seconds[0])
+    (3.2, 8.0)
+    """
+    import pandas as pd
+
+    if not (math.isfinite(float(c)) and c >= 0):
+        raise ValueError(f"the draft cost ratio c must be a measured number >= 0, got {c!r}")
+    rows = []
+    for (pid, g), r in runs.items():
+        if r.trace is None:
+            raise ValueError(f"{pid} gamma={g}: the cost model needs a traced run")
+        cost = sum(s.drafted * c + verify_cost.ratio(s.drafted + 1) for s in r.trace.steps)
+        rows.append(
+            dict(
+                category=categories[pid],
+                prompt=pid,
+                gamma=int(g),
+                tokens=len(r.new_tokens),
+                seconds=float(cost),
+                plain_tokens=len(plain[pid].new_tokens),
+                plain_seconds=float(len(plain[pid].new_tokens)),
+            )
+        )
     return pd.DataFrame(rows)
 
 

@@ -25,7 +25,7 @@ from specviz.lab.experiments import (
     simulate_toy,
     toy_alpha,
 )
-from specviz.lab.explorers import GridExplorer, ToyExplorer
+from specviz.lab.explorers import GridExplorer, PromptPlayground, ToyExplorer
 from specviz.verification.zoo import first_token_law
 from specviz.views.explorers import (
     FigureSelector,
@@ -34,17 +34,21 @@ from specviz.views.explorers import (
     most_borderline,
     sync_figure,
 )
+from specviz.views.trace import acceptance_interval, acceptance_text
 
 __all__ = [
     "FigureSelector",
     "GridExplorer",
     "MemoLM",
     "NotebookModels",
+    "PromptPlayground",
     "PromptRun",
     "SeedComparison",
     "ToyExplorer",
     "ToySimulation",
     "TraceExplorer",
+    "acceptance_interval",
+    "acceptance_text",
     "acceptance_at",
     "borderline_tests",
     "calibration_on_toy",

@@ -342,7 +342,8 @@ def test_grid_explorer_dropdown_redraws_in_chromium(chromium, tmp_path):
 
 TRACE_NOTEBOOK = ROOT / "notebooks" / "02_trace_explorer.ipynb"
 # the token strip, the explorer's 4 FigureWidgets, the 3 figures of all tests, the first
-# rejection's 3 and the most borderline test's 2
+# rejection's 3, the most borderline test's 2 and the playground's 5 (strip and explorer); a
+# lower bound: JupyterLab need not draw the cells out of view
 TRACE_MIN_PLOTS = 10
 
 _EXPLORER_TITLES = (
@@ -406,13 +407,63 @@ def _current_step(titles: list[str]) -> int:
     return int(next(m.group(1) for t in titles if (m := re.match(r"step (\d+), ", t))))
 
 
+_GENERATED = "el => (el.querySelector('pre') || {}).textContent || ''"
+# the tokens of the playground's explorer strip (its second figure), as the page has them
+_EXPLORER_STRIP = """el => {
+    const gd = el.querySelectorAll('.js-plotly-plot')[1];
+    return JSON.stringify(gd && gd.data ? gd.data.map(t => t.customdata || []) : null);
+}"""
+
+
+def _try_your_own(page, shot) -> None:
+    """Notebook 02's PromptPlayground: it opened on a run (the strip and a TraceExplorer), an
+    empty prompt is reported under the controls, and a new prompt comes back as a new run."""
+    pg = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-textarea")).first
+    pg.scroll_into_view_if_needed()
+    assert pg.locator(".js-plotly-plot").count() == 5, "the strip and the explorer's 4 panels"
+    el = pg.element_handle()
+    before = page.evaluate(_GENERATED, el)
+    assert before, "the playground did not run at construction"
+    strip_before = page.evaluate(_EXPLORER_STRIP, el)
+    run = pg.locator("button", has_text=re.compile(r"^\s*Run\s*$"))
+    box = pg.locator(".widget-textarea textarea")
+    box.fill("")
+    run.click()
+    page.wait_for_function(
+        "el => el.textContent.includes('cannot run: the prompt is empty')", arg=el, timeout=60_000
+    )
+    pg.screenshot(path=f"{shot}_playground_error.png")
+    box.fill("Write one sentence about the sea.")
+    run.click()
+    page.wait_for_function(
+        """([el, before]) => {
+            const pre = el.querySelector('pre');
+            return pre && pre.textContent !== before && el.textContent.includes('ran in ')
+                && el.querySelectorAll('.js-plotly-plot').length === 5;
+        }""",
+        arg=[el, before],
+        timeout=120_000,
+    )
+    # the new run's TraceExplorer replaced the old one (its strip shows the new tokens)
+    page.wait_for_function(
+        f"""([el, old]) => ({_EXPLORER_STRIP})(el) !== old
+            && [...el.querySelectorAll('.js-plotly-plot')].every(g => g.data && g.data.length)""",
+        arg=[el, strip_before],
+        timeout=60_000,
+    )
+    page.wait_for_timeout(1000)
+    assert "cannot run" not in pg.inner_text()
+    pg.screenshot(path=f"{shot}_playground_run.png")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_trace_explorer_controls_in_chromium(chromium, tmp_path):
     """Notebook 02 on SmolLM2-135M with its trained head (small configuration): the explorer's
     "most borderline test" jumps to an open decision (0.05 < min(1, p/q) < 0.95), a click on a
     token of the strip opens that token's step, the play button walks the steps, and the log
-    toggle puts the p/q axis on a log scale; a screenshot after each, no console errors."""
+    toggle puts the p/q axis on a log scale; the "try your own" playground refuses an empty
+    prompt and runs a new one; a screenshot after each, no console errors."""
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -508,6 +559,9 @@ def test_trace_explorer_controls_in_chromium(chromium, tmp_path):
                 explorer.locator("button", has_text="log scale").click()
                 page.wait_for_function(is_log, arg=el, timeout=60_000)
                 _settle(page, el, f"{shot}_log.png")
+
+                # 5. try your own: an empty prompt is refused in the widget, a new one runs
+                _try_your_own(page, shot)
             finally:
                 browser.close()
     assert not problems, (

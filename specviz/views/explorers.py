@@ -1,7 +1,8 @@
 """Interactive explorers (ipywidgets + plotly ``FigureWidget``) and the experiments behind them.
 
 Each explorer is a class whose widget tree is ``.widget`` and whose state changes go through
-one method (:meth:`TraceExplorer.show_step`, :meth:`ToyExplorer.update`). The sliders and
+one method (:meth:`TraceExplorer.show_step`, :meth:`ToyExplorer.update`,
+:meth:`PromptPlayground.run`). The sliders and
 buttons only call that method, so a test can drive an explorer headless exactly as a reader
 does in JupyterLab, and read the resulting ``FigureWidget.data``. The figures themselves come
 from :mod:`specviz.viz`; an explorer copies them into its ``FigureWidget`` objects.
@@ -501,13 +502,14 @@ class FigureSelector:
         if not figures:
             raise ValueError("FigureSelector needs at least one figure")
         self.figures_by_name = dict(figures)
+        first = next(iter(self.figures_by_name))
         self.dropdown = widgets.Dropdown(
-            options=list(self.figures_by_name), description=description
+            options=list(self.figures_by_name), value=first, description=description
         )
-        self.figure = go.FigureWidget()
+        # born showing the first figure: an update sent right after creation can be dropped
+        self.figure = figure_widget(self.figures_by_name[first])
         self.dropdown.observe(lambda ch: self.select(ch["new"]), names="value")
         self.widget = widgets.VBox([self.dropdown, self.figure])
-        self.select(self.dropdown.value)
 
     def select(self, name: str) -> None:
         """Show the figure called ``name`` (the dropdown follows)."""

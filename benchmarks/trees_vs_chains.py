@@ -1,7 +1,7 @@
 """Token trees vs chains at equal verified nodes per target call (issue 16).
 
     .venv/bin/python benchmarks/trees_vs_chains.py --pair smollm2 > benchmarks/results/trees_smollm2.txt
-    .venv/bin/python benchmarks/trees_vs_chains.py --pair qwen --nodes 4,8,16 --per-category 1 \\
+    .venv/bin/python benchmarks/trees_vs_chains.py --pair qwen --tokens 32 --per-category 1 \\
         --categories code,extraction,structured,chat_writing > benchmarks/results/trees_qwen.txt
 
 Greedy decoding of held-out prompts (``specviz.prompts``, one or more per category), with:
@@ -63,8 +63,10 @@ def configs(pair: str, draft, nodes: list[int]) -> dict:
                                                                       width=w, tree_sampling="deterministic"), n)  # fmt: skip
         else:
             out[(n, "chain")] = (lambda: ModelDrafter(draft), n)
+            # max_depth=n: the tree may grow as deep as the chain it is compared with
             out[(n, "dynamic k=4 w=2")] = (
-                lambda n=n: TreeDrafter(draft, (4,), "deterministic", dynamic=True, budget=n, width=2), n)  # fmt: skip
+                lambda n=n: TreeDrafter(draft, (4,), "deterministic", dynamic=True, budget=n, width=2,
+                                        max_depth=n), n)  # fmt: skip
     return out
 
 

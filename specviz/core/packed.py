@@ -120,6 +120,7 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
             "(packing is a CPU optimisation; on CUDA use specviz.lm.use_static_cache)"
         )
     uses = None if keep_dense else _storage_uses(model)
+    files = [] if keep_dense else _file_mappings()
     with torch.no_grad():
         for m in layers:
             if _PACKED not in m.__dict__:
@@ -129,7 +130,7 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
                 m.__dict__[_PACKED] = packed
                 m.__dict__["forward"] = _packed_forward.__get__(m)
             if uses is not None:
-                _drop_dense(m, uses)  # layer by layer: the two copies never coexist whole
+                _drop_dense(m, uses, files)  # layer by layer: the copies never coexist whole
     return len(layers)
 
 
@@ -143,13 +144,57 @@ def _storage_uses(model: nn.Module) -> dict[int, int]:
     return uses
 
 
-def _drop_dense(m: nn.Module, uses: dict[int, int]) -> None:
+def _drop_dense(m: nn.Module, uses: dict[int, int], files: list[tuple[int, int]]) -> None:
     w = m.weight
     if m.__dict__.get(_DROPPED, False) or uses.get(w.untyped_storage().data_ptr(), 0) > 1:
         return  # already freed, or tied: something else reads these values
     placeholder = torch.zeros((), dtype=w.dtype, device=w.device).expand(w.shape)
+    _release_file_pages(w, files)
     m.weight = nn.Parameter(placeholder, requires_grad=False)
     m.__dict__[_DROPPED] = True
+
+
+def _file_mappings() -> list[tuple[int, int]]:
+    """Address ranges of this process mapped from files (Linux; empty elsewhere)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            lines = f.readlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/"):
+            lo, hi = fields[0].split("-")
+            out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+def _release_file_pages(w: torch.Tensor, files: list[tuple[int, int]]) -> None:
+    """Drop the resident pages of a freed weight that lives in a memory-mapped file.
+
+    transformers loads safetensors weights as views of one mapping of the file, which stays
+    mapped while any weight of the file lives: freeing a packed layer's dense tensor leaves its
+    pages resident (read while packing), so a packed model would cost its size twice in RSS.
+    ``madvise(MADV_DONTNEED)`` on the whole pages inside the weight returns them; the mapping is
+    read-only file data, so a later read (never made: the weight is freed) would re-read the
+    file. Anonymous memory is left to the allocator.
+    """
+    if not files or w.device.type != "cpu" or not w.is_contiguous():
+        return
+    start, nbytes = w.data_ptr(), w.numel() * w.element_size()
+    if not any(lo <= start and start + nbytes <= hi for lo, hi in files):
+        return
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    lo, hi = -(-start // page) * page, (start + nbytes) // page * page
+    if hi <= lo:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), mmap.MADV_DONTNEED)
 
 
 def dense_dropped(model: nn.Module) -> int:

@@ -273,3 +273,19 @@ def test_memory_report_counts_the_heads_weights_and_kv(smollm2, head_drafter):
     assert rep.kv_bytes_at_context == 104 * (
         rep.target_kv_bytes_per_token + rep.draft_kv_bytes_per_token
     )
+
+
+def test_notebook_spec_head_with_lookup_first(smollm2):
+    """``eagle_head+lookup`` (notebook 00's default): copying where the text repeats, the head
+    elsewhere -- still exactly greedy decoding."""
+    from specviz.widgets import load_models
+
+    models = load_models("smollm2-135m", "eagle_head+lookup")
+    assert models.draft.name.endswith("+prompt_lookup(n=2..3)")
+    tok = models.tokenizer
+    ids = render_prompt(tok, load_prompts(categories=["extraction"], split="heldout")[0])
+    kw = dict(max_new_tokens=24, eos_token_id=tok.eos_token_id)
+    base = sv.autoregressive_generate(models.target, ids, **kw)
+    spec = sv.speculative_generate(models.target, models.draft, ids, gamma=4, **kw)
+    assert spec.new_tokens == base.new_tokens
+    assert spec.target_calls < base.target_calls

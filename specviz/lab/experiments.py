@@ -249,7 +249,8 @@ def load_models(
     ``draft`` is ``prompt_lookup`` (n-gram copy, no draft model), ``self`` (the target drafts
     for itself: acceptance 1, an upper bound), ``early_exit:L`` (the target's first L layers),
     ``eagle_head`` (the trained EAGLE-style head on the target's features,
-    :meth:`~specviz.drafting.heads.HeadDrafter.from_pretrained`; shipped for SmolLM2-135M)
+    :meth:`~specviz.drafting.heads.HeadDrafter.from_pretrained`; shipped for SmolLM2-135M),
+    ``eagle_head+lookup`` (prompt lookup first, the head where nothing repeats)
     or a model name for :func:`specviz.models.load_pair` (e.g. ``qwen2.5-coder-0.5b`` with
     target ``qwen2.5-coder-1.5b``). Extra keywords (dtype, device) go to the loaders.
     """
@@ -257,17 +258,20 @@ def load_models(
 
     t0 = time.perf_counter()
     kw.setdefault("progress", False)
-    if draft in ("prompt_lookup", "self", "eagle_head") or draft.startswith("early_exit:"):
+    heads = ("eagle_head", "eagle_head+lookup")
+    if draft in ("prompt_lookup", "self", *heads) or draft.startswith("early_exit:"):
         model = load_model(target, **kw)
         tok = load_tokenizer(target, progress=kw["progress"])
         if draft == "prompt_lookup":
             d: Any = PromptLookupDrafter()
         elif draft == "self":
             d = model
-        elif draft == "eagle_head":
+        elif draft in heads:
             from ..drafting.heads import HeadDrafter
 
-            d = HeadDrafter.from_pretrained(model)
+            # "+lookup": copy where the text repeats (point masses), the head elsewhere
+            lookup = PromptLookupDrafter(min_ngram=2) if draft.endswith("+lookup") else None
+            d = HeadDrafter.from_pretrained(model, lookup=lookup)
         else:
             d = EarlyExitDrafter(model, int(draft.split(":", 1)[1]))
         label = f"{target} + {draft}"

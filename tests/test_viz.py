@@ -438,3 +438,18 @@ def test_metric_bars_and_cost_figures():
     cost = viz.cost_benefit_figure(s)
     assert list(cost.data[0].marker.size) == [8, 16]  # category "all" drawn large
     assert list(cost.data[1].x) == [0.2, 0.25] and list(cost.data[1].customdata) == [0.9, 0.8]
+
+
+def test_tokens_per_call_points_take_their_curves_colour():
+    """03 draws a category's measured points in its theory curve's colour (issue 15: not all
+    one colour), through the figure's ``labels``."""
+    pts = [viz.SimPoint(0.6, 2, 2.0, 0.1, "code"), viz.SimPoint(0.8, 3, 2.9, 0.1, "chat")]
+    fig = viz.tokens_per_call_vs_gamma_figure(
+        [0.6, 0.8], 4, pts, labels=["code", "chat"], points_name="measured"
+    )
+    curves, marks = fig.data[:2], fig.data[2]
+    assert [c.name for c in curves] == ["theory, code (alpha 0.60)", "theory, chat (alpha 0.80)"]
+    assert list(marks.marker.color) == [curves[0].line.color, curves[1].line.color]
+    assert marks.name.startswith("measured")
+    with pytest.raises(ValueError, match="labels"):
+        viz.tokens_per_call_vs_gamma_figure([0.6], 4, pts, labels=["a", "b"])

@@ -356,18 +356,30 @@ class SimPoint:
 
 
 def tokens_per_call_vs_gamma_figure(
-    alphas: Sequence[float], gamma_max: int, points: Iterable[SimPoint] = ()
+    alphas: Sequence[float],
+    gamma_max: int,
+    points: Iterable[SimPoint] = (),
+    *,
+    labels: Sequence[str] | None = None,
+    points_name: str = "simulated",
 ) -> go.Figure:
-    """Theory ``(1 - a^(g+1)) / (1 - a)`` against gamma for each alpha, simulated points with
-    error bars on top. The curves flatten: past a point, longer drafts buy little, since each
-    extra draft token survives only with probability alpha^gamma."""
+    """Theory ``(1 - a^(g+1)) / (1 - a)`` against gamma for each alpha, simulated (or measured:
+    ``points_name``) points with error bars on top. The curves flatten: past a point, longer
+    drafts buy little, since each extra draft token survives only with probability alpha^gamma.
+    ``labels`` names each curve (e.g. a task category); a point whose ``label`` names a curve
+    takes that curve's colour."""
     g = np.arange(1, gamma_max + 1)
     fig = go.Figure()
     colors = acceptance_colors(alphas)  # one colour per acceptance rate, as in every figure
+    if labels is not None and len(labels) != len(alphas):
+        raise ValueError(f"labels: {len(labels)} names for {len(alphas)} curves")
+    curve_color = {lab: colors[float(a)] for lab, a in zip(labels or (), alphas, strict=False)}
     for i, a in enumerate(alphas):
         fig.add_trace(
             go.Scatter(
-                name=f"theory, alpha={a:.3f}",
+                name=f"theory, alpha={a:.3f}"
+                if labels is None
+                else f"theory, {labels[i]} (alpha {a:.2f})",
                 x=g.tolist(),
                 y=[expected_tokens_per_call(a, int(k)) for k in g],
                 mode="lines",
@@ -377,19 +389,20 @@ def tokens_per_call_vs_gamma_figure(
         )
     pts = list(points)
     if pts:
+        marker_colors = [curve_color.get(p.label, color("speculative")) for p in pts]
         fig.add_trace(
             go.Scatter(
-                name="simulated",
+                name=points_name + (" (colour: its curve)" if curve_color else ""),
                 x=[p.gamma for p in pts],
                 y=[p.mean for p in pts],
                 error_y=dict(
                     type="data",
                     array=[1.96 * p.se for p in pts],
                     visible=True,
-                    color=color("speculative"),
+                    color=color("speculative") if not curve_color else color("discarded"),
                 ),
                 mode="markers",
-                marker=dict(color=color("speculative"), size=8, symbol="x"),
+                marker=dict(color=marker_colors, size=8, symbol="x"),
                 customdata=[[p.alpha, p.label] for p in pts],
                 text=[p.alpha_hover() for p in pts],
                 hovertemplate="gamma %{x}: %{y:.3f} tokens/call<br>%{text}"
@@ -397,7 +410,7 @@ def tokens_per_call_vs_gamma_figure(
             )
         )
     fig.update_layout(
-        title="Tokens per target call: theory vs simulation",
+        title=f"Tokens per target call: theory vs {points_name if pts else 'theory'}",
         xaxis=dict(title="gamma (draft length)", dtick=1),
         yaxis=dict(title="tokens per target call", rangemode="tozero"),
         height=400,

@@ -267,3 +267,17 @@ def _check_offline_export(nb: nbformat.NotebookNode, path: Path, tmp_path: Path)
         return
     check = check_offline_html(html)
     assert check.ok and check.figures > 0, str(check)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_quick_start_verdicts_follow_the_numbers(monkeypatch):
+    """Issue 15: 00's verdicts are computed, not narrated. A drafter that cannot pay (two
+    layers of the target: its greedy drafts almost never match) must print the negative
+    branches -- fewer calls but slower, and claim 10's cue -- never the default run's pass."""
+    monkeypatch.setenv("SPECVIZ_NB_DRAFT", "early_exit:2")
+    nb = _execute(NB_DIR / "00_quick_start.ipynb", monkeypatch)
+    printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    assert "but no gain: each call was dearer by more than the calls saved" in printed, printed
+    assert "the speed came from fewer serial calls" not in printed
+    assert "claim 10's cue for a shorter gamma or another drafter" in printed

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import stats
-from ..checks.report import outcome_phrase
+from ..checks.report import outcome_phrase, power_outcome
 from ..checks.sequences import LogprobNumerics
 from .client import Endpoint
 from .config import AuditConfig
@@ -229,11 +229,7 @@ class AuditReport:
         test rejected), "consistent" (none did, and a first-token TV of ``tv_threshold`` would
         have been seen with 90% probability) or "inconclusive" (none did, but these samples
         could only see a larger TV: no evidence that B keeps A's law)."""
-        if self.verdict == "inconsistent":
-            return "inconsistent"
-        mdt = self.min_detectable_tv
-        seen = math.isfinite(mdt) and mdt <= self.config.tv_threshold
-        return "consistent" if seen else "inconclusive"
+        return power_outcome(self.verdict, self.min_detectable_tv, self.config.tv_threshold)
 
     @property
     def verdict_line(self) -> str:

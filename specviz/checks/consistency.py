@@ -41,7 +41,7 @@ from ..decoding.batched import (
 )
 from ..decoding.inputs import check_count, check_probability
 from ..verification.base import get_verifier
-from .report import check_settings, power_statement, prompt_ids, result_row
+from .report import check_settings, power_outcome, power_statement, prompt_ids, result_row
 from .report import verdict as report_verdict
 from .sequences import LogprobNumerics, sequence_tests
 
@@ -70,10 +70,7 @@ class ConsistencyReport:
         test rejected, and a first-token TV of ``tv_threshold`` would have been seen with 90%
         probability) or "inconclusive" (no test rejected, but these samples could only see a
         larger TV: a pass is not evidence of losslessness)."""
-        if self.verdict == "inconsistent":
-            return "inconsistent"
-        seen = math.isfinite(self.min_detectable_tv) and self.min_detectable_tv <= self.tv_threshold
-        return "consistent" if seen else "inconclusive"
+        return power_outcome(self.verdict, self.min_detectable_tv, self.tv_threshold)
 
     @property
     def numerics_statement(self) -> str:

@@ -16,6 +16,7 @@ from ..decoding.inputs import check_count, check_probability, prompt_tensor
 __all__ = [
     "check_settings",
     "outcome_phrase",
+    "power_outcome",
     "power_statement",
     "prompt_ids",
     "result_row",
@@ -107,6 +108,20 @@ def power_statement(
         f"would be detected with 90% probability (alpha={alpha}, two-sample Pearson; before "
         f"the Holm correction over {n_tests} tests)."
     )
+
+
+def power_outcome(verdict: str, min_detectable_tv: float, tv_threshold: float) -> str:
+    """The Holm ``verdict`` with its power: "inconsistent" (a test rejected), "consistent"
+    (none did, and a first-token TV of ``tv_threshold`` would have been seen with 90%
+    probability) or "inconclusive" (none did, but the samples could only see a larger TV).
+
+    >>> power_outcome("consistent", 0.26, 0.1), power_outcome("consistent", 0.05, 0.1)
+    ('inconclusive', 'consistent')
+    """
+    if verdict == "inconsistent":
+        return "inconsistent"
+    seen = math.isfinite(min_detectable_tv) and min_detectable_tv <= tv_threshold
+    return "consistent" if seen else "inconclusive"
 
 
 def outcome_phrase(report: Any) -> str:

@@ -36,7 +36,8 @@ def nbconvert(path: Path, out: Path) -> tuple[Path, float, int, str]:
     env = dict(os.environ, SPECVIZ_NB_SMALL="1", OMP_NUM_THREADS="1", PLOTLY_RENDERER="notebook")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute",
+        [sys.executable, "-m", "jupyter", "nbconvert", "--execute",
+         "--to", "specviz.views.export.OfflineHTMLExporter",  # MathJax inlined: formulas offline
          "--output-dir", str(out), "--ExecutePreprocessor.timeout=1800",
          "--ExecutePreprocessor.store_widget_state=False", str(path)],
         capture_output=True, text=True, env=env, cwd=ROOT,

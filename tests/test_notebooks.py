@@ -250,14 +250,14 @@ def test_notebook_executes(path, monkeypatch, tmp_path):
 def _check_offline_export(nb: nbformat.NotebookNode, path: Path, tmp_path: Path) -> None:
     """Issue 15: the exported HTML (widget state not stored, as ``make demo`` exports it)
     is under 8 MB and, opened in Chromium with the network blocked, draws every figure and
-    every explorer's static snapshot with its inlined plotly.js."""
-    from nbconvert import HTMLExporter
-
+    every explorer's static snapshot with its inlined plotly.js; issue 27: and typesets every
+    formula of its markdown with its inlined MathJax (no TeX source left visible)."""
+    from specviz.views.export import export_html, has_math
     from specviz.views.offline import MAX_REPORT_BYTES, check_offline_html
 
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
     nb.metadata.pop("widgets", None)  # store_widget_state=False: explorers show snapshots
-    body, _ = HTMLExporter().from_notebook_node(nb)
+    body = export_html(nb)
     html = tmp_path / f"{path.stem}.html"
     html.write_text(body, encoding="utf-8")
     assert html.stat().st_size < MAX_REPORT_BYTES, f"{html.stat().st_size / 2**20:.1f} MB"
@@ -267,6 +267,8 @@ def _check_offline_export(nb: nbformat.NotebookNode, path: Path, tmp_path: Path)
         return
     check = check_offline_html(html)
     assert check.ok and check.figures > 0, str(check)
+    if any(has_math(c.source) for c in nb.cells if c.cell_type == "markdown"):
+        assert check.formulas > 0, str(check)
 
 
 @pytest.mark.slow

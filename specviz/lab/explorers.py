@@ -646,9 +646,14 @@ class PromptPlayground:
             f"mean accepted length "
             f"{'n/a' if math.isnan(mean_len) else f'{mean_len:.2f}'} tokens per call; "
             f"{acceptance_text(sm.accepted, sm.drafted, what='drafts accepted')}; "
-            f"{n_borderline} of {len(tests)} tests were real decisions "
-            f"({BORDERLINE[0]} &lt; min(1, p/q) &lt; {BORDERLINE[1]})"
-            f'<pre style="white-space: pre-wrap; margin: 4px 0">{_escape(text)}</pre>'
+            + (
+                f"{n_borderline} of {len(tests)} tests were real decisions "
+                f"({BORDERLINE[0]} &lt; min(1, p/q) &lt; {BORDERLINE[1]})"
+                if cfg["temperature"] > 0
+                else "no test was a real decision: greedy compares each draft with the "
+                "target's argmax, with no uniform draw"
+            )
+            + f'<pre style="white-space: pre-wrap; margin: 4px 0">{_escape(text)}</pre>'
         )
         self.status.value = f"ran in {res.total_time:.1f} s"
         # The old explorer is dropped, not closed: its views are still on the page, and a

@@ -40,8 +40,11 @@ __all__ = [
     "acceptance_vs_probabilities",
     "bug_zoo_lines",
     "calls_vs_speed",
+    "draft_sources",
+    "opening_step",
     "exact_law_check",
     "first_token_rejections",
+    "from_interval",
     "greedy_check_line",
     "greedy_identity",
     "lossless_check_line",
@@ -85,12 +88,23 @@ def verdict_summary(lines: Iterable[ClaimLine | str]) -> str:
     parts = []
     for claim, verdicts in seen.items():
         kinds = list(dict.fromkeys(verdicts))
-        if len(verdicts) == 1:
+        if len(kinds) == 1:
             parts.append(f"claim {claim} {kinds[0]}")
         else:
             counts = ", ".join(f"{verdicts.count(k)} {k}" for k in kinds)
             parts.append(f"claim {claim} {counts} (of {len(verdicts)})")
     return "Verdicts at this size: " + "; ".join(parts) + "."
+
+
+def from_interval(verdict: str, *, below: str = CONTRADICTS) -> str:
+    """This module's word for an interval verdict of :mod:`specviz.lab.analysis`
+    (``supports`` / ``not supported`` / ``cannot tell``); ``below`` names "not supported"
+    where the other side is not a contradiction (claim 10: no cue, so the case is not shown).
+
+    >>> from_interval("not supported", below=NOT_SHOWN), from_interval("cannot tell")
+    ('not shown', 'cannot tell')
+    """
+    return {"supports": SUPPORTS, "not supported": below}.get(verdict, CANNOT_TELL)
 
 
 # Words a printed verdict uses, most specific first ("not supported" before "supported").
@@ -196,6 +210,34 @@ def calls_vs_speed(plain: Any, spec: Any, *, gamma: int) -> list[ClaimLine]:
             "(one timed run on this machine, no interval).",
         ),
     ]
+
+
+def _tested(trace: Any) -> list[tuple[int, Any]]:
+    return [
+        (s.step, r) for s in trace.steps for r in s.positions if r.evaluated and r.draft_token >= 0
+    ]
+
+
+def draft_sources(trace: Any) -> str:
+    """Where a run's tested drafts came from: copies (a point-mass q, e.g. prompt lookup) or
+    a model (a real q: the head, a draft model), and how many of each the target rejected."""
+    rows = [r for _, r in _tested(trace)]
+    copied = [r for r in rows if not r.top_q_ids]
+    modelled = [r for r in rows if r.top_q_ids]
+    return (
+        f"Drafts tested: {len(copied)} copied (q = 1 at the copy), {sum(not r.accepted for r in copied)} "
+        f"of them rejected; {len(modelled)} drawn from a model with a real q, "
+        f"{sum(not r.accepted for r in modelled)} of them rejected."
+    )
+
+
+def opening_step(trace: Any, *, real_q: bool = True) -> int | None:
+    """The step a step-through should open on: the first whose tested draft with a real q
+    (``real_q``; any draft otherwise) was rejected, else the first with such a draft; None
+    when no step has one (the explorer then opens where it likes)."""
+    rows = [(st, r) for st, r in _tested(trace) if r.top_q_ids or not real_q]
+    rejected = [st for st, r in rows if not r.accepted]
+    return (rejected or [st for st, _ in rows] or [None])[0]
 
 
 def first_token_rejections(

@@ -121,6 +121,40 @@ def _verdict_cell(verdicts: Mapping[int, str]) -> str:
     )
 
 
+def _note(e: NotebookEntry) -> str:
+    """What the full size adds, in words."""
+    only = e.only_full()
+    undecided = sorted(c for c, v in e.demo_verdicts.items() if v not in _DECIDED)
+    if only:
+        return (
+            f'<span class="only">only the full size decides claim(s) {", ".join(map(str, only))}'
+            "</span>"
+        )
+    if e.full is not None and e.full.is_file():
+        if not e.full_verdicts:
+            return "the full-size report prints no claim verdicts to compare"
+        return "the demo size decides every claim the full size decides"
+    if undecided:
+        return (
+            f"claim(s) {', '.join(map(str, undecided))} undecided at the demo size; no "
+            "full-size report committed"
+        )
+    if not e.demo_verdicts:
+        return "no verdicts printed at the demo size; no full-size report committed"
+    return "decided at the demo size (no full-size report needed)"
+
+
+def _row(e: NotebookEntry, out: Path) -> str:
+    demo = _link(e.demo, out, "demo report") if e.status == "ok" else html.escape(e.status)
+    cpu = "" if e.cpu_s is None else f"<br>{e.cpu_s:.0f} s CPU"
+    return (
+        f"<tr><td>{html.escape(e.name)}</td><td>{demo}{cpu}</td>"
+        f"<td>{_verdict_cell(e.demo_verdicts)}</td>"
+        f"<td>{_link(e.full, out, 'full-size report')}</td>"
+        f"<td>{_verdict_cell(e.full_verdicts)}</td><td>{_note(e)}</td></tr>"
+    )
+
+
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}
 th{background:#f4f4f4}.v.supports{color:#332288}.v.contradicts{color:#CC3311}
@@ -137,27 +171,7 @@ def write_index(
     """Write ``out/index.html`` for ``entries`` (read with :meth:`NotebookEntry.read`);
     atomic. Returns its path."""
     out = Path(out)
-    rows = []
-    for e in entries:
-        only = e.only_full()
-        note = (
-            f'<span class="only">only the full size decides claim(s) {", ".join(map(str, only))}'
-            "</span>"
-            if only
-            else "the demo size decides what the full size does"
-            if e.full is not None and e.full.is_file()
-            else "no full-size report committed"
-        )
-        rows.append(
-            "<tr>"
-            f"<td>{html.escape(e.name)}</td>"
-            f"<td>{_link(e.demo, out, 'demo report') if e.status == 'ok' else html.escape(e.status)}"
-            f"{'' if e.cpu_s is None else f'<br>{e.cpu_s:.0f} s CPU'}</td>"
-            f"<td>{_verdict_cell(e.demo_verdicts)}</td>"
-            f"<td>{_link(e.full, out, 'full-size report')}</td>"
-            f"<td>{_verdict_cell(e.full_verdicts)}</td>"
-            f"<td>{note}</td></tr>"
-        )
+    rows = [_row(e, out) for e in entries]
     timing = ""
     if wall_s is not None:
         timing = f"<p>This run: {wall_s / 60:.1f} min wall time"

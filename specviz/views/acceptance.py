@@ -298,16 +298,18 @@ def rejection_grid_figure(
     for g in groups:
         for k in gammas:
             acc = cells.get((g, k))
-            titles.append(
-                f"{g}, gamma={k}: {_alpha_text(acc, k, None, True)}, n={len(acc)} steps"
+            titles.append(  # two lines: three columns of one-line titles run into each other
+                f"<b>{g}, gamma={k}</b><br>{_alpha_text(acc, k, None, True)}, n={len(acc)} steps"
                 if acc is not None and len(acc)
-                else f"{g}, gamma={k}: no steps"
+                else f"<b>{g}, gamma={k}</b><br>no steps"
             )
+    height = 140 + 260 * len(groups)
     fig = make_subplots(
         rows=len(groups),
         cols=len(gammas),
         subplot_titles=titles,
-        vertical_spacing=0.12 / max(1, len(groups) - 1) if len(groups) > 1 else 0.1,
+        vertical_spacing=min(0.3, 80 / height) if len(groups) > 1 else 0.1,  # ~80 px
+        horizontal_spacing=0.06,
     )
     first = True
     for r, g in enumerate(groups, start=1):
@@ -321,7 +323,9 @@ def rejection_grid_figure(
                 fig.add_trace(t, row=r, col=c)
             fig.update_yaxes(range=[0, 1.02], row=r, col=c)
     fig.update_annotations(font_size=11)
-    fig.update_layout(title=title, height=140 + 230 * len(groups), showlegend=True)
+    fig.update_xaxes(title_text="first rejected draft position", row=len(groups))
+    fig.update_yaxes(title_text="share of steps", col=1)
+    fig.update_layout(title=title, height=height, showlegend=True)
     return fig
 
 

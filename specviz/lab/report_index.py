@@ -14,7 +14,7 @@ claim, the demo verdict, the full-size one, and whether only the full size decid
 {2: 'cannot tell', 3: 'supports'}
 >>> claim_verdicts(["Verdicts at this size: claim 1 2 supports, 1 cannot tell (of 3); "
 ...                 "claim 10 cannot tell."])
-{1: 'cannot tell', 10: 'cannot tell'}
+{1: '2 supports, 1 cannot tell (of 3)', 10: 'cannot tell'}
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ def claim_verdicts(lines: Iterable[str]) -> dict[int, str]:
             found = {}
             for part in m.group(1).rstrip(".").split("; "):
                 pm = _PART.match(part.strip())
-                if pm:  # "claim 1 supports" or "claim 1 2 supports, 1 cannot tell (of 3)"
+                if pm:  # "claim 1 supports" or "claim 2 1 supports, 1 cannot tell (of 2)"
                     said = [v for v in _RANK if v in pm.group(2)] or [CANNOT_TELL]
-                    found[int(pm.group(1))] = max(said, key=_RANK.__getitem__)
+                    found[int(pm.group(1))] = said[0] if len(said) == 1 else pm.group(2)
             return found
     found: dict[int, str] = {}
     for line in lines:
@@ -101,8 +101,13 @@ class NotebookEntry:
         return sorted(
             c
             for c, v in self.full_verdicts.items()
-            if v in _DECIDED and self.demo_verdicts.get(c) not in _DECIDED
+            if _decided(v) and not _decided(self.demo_verdicts.get(c, ""))
         )
+
+
+def _decided(verdict: str) -> bool:
+    """Decided, or partly (a claim judged several ways: "1 supports, 1 cannot tell")."""
+    return verdict in _DECIDED or any(f"{n} {v}" in verdict for v in _DECIDED for n in "123456789")
 
 
 def _link(path: Path | None, base: Path, text: str) -> str:
@@ -124,7 +129,7 @@ def _verdict_cell(verdicts: Mapping[int, str]) -> str:
 def _note(e: NotebookEntry) -> str:
     """What the full size adds, in words."""
     only = e.only_full()
-    undecided = sorted(c for c, v in e.demo_verdicts.items() if v not in _DECIDED)
+    undecided = sorted(c for c, v in e.demo_verdicts.items() if not _decided(v))
     if only:
         return (
             f'<span class="only">only the full size decides claim(s) {", ".join(map(str, only))}'

@@ -28,11 +28,12 @@ LLAMA_SERVER_CMAKE := $(if $(shell command -v ninja),-G Ninja) -DCMAKE_BUILD_TYP
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
 	"-DCMAKE_C_FLAGS=$(NO_AMX)" "-DCMAKE_CXX_FLAGS=$(NO_AMX)"
 # Notebook reports: executed with their default parameters, plotly.js inlined (the "notebook"
-# renderer embeds it once per page) so the HTML works offline. Widget state is not stored: the
-# offline HTML cannot load the widget manager from a CDN, so the explorers fall back to their
-# static snapshots.
+# renderer embeds it once per page) and MathJax inlined (specviz.views.export) so the HTML works
+# offline, formulas included. Widget state is not stored: the offline HTML cannot load the
+# widget manager from a CDN, so the explorers fall back to their static snapshots.
 REPORTS := reports
-NBCONVERT := $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir $(REPORTS) \
+NBCONVERT := $(VENV)/bin/jupyter nbconvert --to specviz.views.export.OfflineHTMLExporter \
+	--execute --output-dir $(REPORTS) \
 	--ExecutePreprocessor.timeout=3600 --ExecutePreprocessor.store_widget_state=False
 
 .PHONY: demo test lint lab notebooks reports clean-venv

@@ -23,6 +23,7 @@ from specviz.views.palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR,
 from specviz.views.perf import cost_benefit_figure, metric_bars_figure, rejection_positions_figure
 from specviz.views.stats import (
     gof_figure,
+    gof_residuals_figure,
     margin_figure,
     power_curve_figure,
     pvalue_uniformity_figure,
@@ -59,6 +60,7 @@ __all__ = [
     "expected_tokens_per_call",
     "fit_alpha",
     "gof_figure",
+    "gof_residuals_figure",
     "laws_figure",
     "margin_figure",
     "metric_bars_figure",

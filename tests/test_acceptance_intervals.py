@@ -107,7 +107,13 @@ def test_per_position_error_bars_are_the_wilson_interval(traces):
             assert f"{k} of {n} steps" in line.text[i] and "95% Wilson" in line.text[i]
         assert line.error_y.visible
         assert line.error_y.color == line.line.color == line.marker.color  # one series colour
-        assert _shade_of(line.line.color, "accepted")
+    # issue 27: several series (categories) get distinct hues, none a shade of "accepted"
+    from specviz.views.palette import SERIES
+
+    series = [t.line.color for t in fig.data if t.name in ("a", "b")]
+    assert len(set(series)) == 2 and set(series) <= set(SERIES)
+    one = acc_views.per_position_acceptance_figure({"a": traces[0]})
+    assert _shade_of(one.data[0].line.color, "accepted")  # a single rate stays green
     assert "Wilson" in fig.layout.title.text
 
 

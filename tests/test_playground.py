@@ -108,8 +108,7 @@ def test_run_updates_strip_summary_explorer_and_controls(models):
     [
         (dict(prompt="   "), "the prompt is empty"),
         (dict(gamma=0), "gamma (tokens drafted per step) must be an integer >= 1"),
-        (dict(temperature=0.0), "temperature must be > 0 for sampling"),
-        (dict(temperature=-1), "temperature must be > 0 for sampling"),
+        (dict(temperature=-1), "temperature must be >= 0 (0: greedy decoding)"),
         (dict(top_p=0.0), "top-p must be in (0, 1]"),
         (dict(top_p=1.5), "top-p must be in (0, 1]"),
         (dict(max_new_tokens=0), "max new tokens must be an integer >= 1"),
@@ -129,9 +128,11 @@ def test_bad_settings_are_reported_in_the_widget(models, bad, words):
 
 def test_bad_controls_and_failed_runs_show_no_traceback(models):
     pg = make(models)
-    pg.temperature_slider.value = 0.0  # the slider reaches 0 on purpose
+    pg.gamma_slider.value = 1
+    pg.max_tokens_slider.value = 1
+    pg.prompt_box.value = "   "
     pg.run_button.click()
-    assert "temperature must be &gt; 0" in pg.status.value
+    assert "the prompt is empty" in pg.status.value
     # a prompt the tokenizer drops entirely: the generator refuses it, the widget says why
     assert pg.run(prompt="xyz", temperature=1.0) is None
     assert pg.error.startswith("the run failed: ") and "cannot run" in pg.status.value
@@ -142,6 +143,19 @@ def test_bad_controls_and_failed_runs_show_no_traceback(models):
         "press Run to generate"
     )
     assert empty.run(prompt="a cab") is not None and empty.explorer is not None
+
+
+def test_temperature_zero_is_greedy_decoding(models):
+    """Issue 27: the playground contrasts greedy and sampled tests -- at T = 0 it decodes
+    greedily (the very tokens of plain greedy decoding; no uniform draw decides a draft)."""
+    pg = make(models, temperature=0.0)
+    assert pg.error is None and pg.result is not None
+    ids = render_prompt(models.tokenizer, "a bad cab")
+    plain = sv.autoregressive_generate(models.target, ids, max_new_tokens=24)
+    assert pg.result.new_tokens == plain.new_tokens
+    tests = [r for s in pg.trace.steps for r in s.positions if r.evaluated and r.draft_token >= 0]
+    assert tests and all(r.u != r.u for r in tests)  # NaN: no draw
+    assert "T = 0 (greedy" in pg.summary.value
 
 
 def test_snapshot_html_shows_the_run(models):
@@ -158,6 +172,10 @@ def test_snapshot_html_shows_the_run(models):
         snap = bundle["text/html"]
         assert snap.count("Plotly.newPlot") == 5  # the strip and the explorer's four panels
         assert "Try your own" in snap and "a bad cab" in snap and "target calls" in snap
+        # the controls a reader gets in JupyterLab, listed (the snapshot has no widgets)
+        for control in ("temperature", "top-p", "gamma (drafts)", "max new tokens", "seed"):
+            assert f"<b>{control}</b>" in snap
+        assert "0: greedy decoding" in snap
         assert bundle["text/plain"].startswith("PromptPlayground")
     finally:
         pio.renderers.default = before

@@ -432,7 +432,7 @@ class HeadDrafter(Drafter):
             if i + 1 < k:
                 out = self._feed(feat[None], torch.tensor([tok]))
         ids = torch.tensor(tokens, dtype=torch.long)  # the engine wants draft tokens on the CPU
-        return Draft(ids, None if self.params.is_greedy or not qs else torch.stack(qs))
+        return Draft(ids, torch.stack(qs) if qs else None)
 
     def _law(self, feat: torch.Tensor) -> torch.Tensor:
         """[V] the law the head's candidates for the next token are drawn from (zero off the
@@ -499,14 +499,16 @@ class HeadDrafter(Drafter):
     def _pick(
         self, feat: torch.Tensor, generator: torch.Generator
     ) -> tuple[int, torch.Tensor | None]:
-        """One drafted token and the law it was drawn from ([V], zero off the draft vocab;
-        None when greedy, where the verifier only compares argmaxes)."""
+        """One drafted token and the law it was drawn from ([V], zero off the draft vocab).
+        Greedy: the argmax, with the head's plain softmax as its q -- the verifier compares
+        argmaxes only, but the trace shows the head's belief next to the target's p."""
         logits = self._w @ feat  # [V']
         if self.params.is_greedy:
             j = int(logits.argmax())
-            return (j if self.vocab_ids is None else int(self.vocab_ids[j])), None
-        probs = logits_to_probs(logits, self.params)  # [V'] what is sampled from
-        j = int(sample(probs, generator))
+            probs = torch.softmax(logits.float(), -1)  # [V'] as _law ranks them
+        else:
+            probs = logits_to_probs(logits, self.params)  # [V'] what is sampled from
+            j = int(sample(probs, generator))
         if self.vocab_ids is None:
             return j, probs
         q = torch.zeros(self.vocab_size, dtype=probs.dtype, device=probs.device)

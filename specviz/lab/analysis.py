@@ -62,6 +62,7 @@ __all__ = [
     "IntervalVerdict",
     "diminishing_returns",
     "first_rejection_excess",
+    "first_rejection_share",
 ]
 
 MODES = ("greedy", "sampled")
@@ -567,6 +568,7 @@ class TaskTypeEffect:
     verdict: str
     reason: str = ""
     level: float = 0.95
+    groups: tuple[str, str] = ("formatted", "open-writing")  # how the sentence names them
 
     def sentence(self) -> str:
         """The "What we saw" sentence: the numbers, then what they allow."""
@@ -578,14 +580,14 @@ class TaskTypeEffect:
         )
         head = (
             f"Claim 2, {self.drafter}: acceptance {_pct(self.formatted_rate)} on "
-            f"{self.formatted_prompts} formatted prompt(s) vs {_pct(self.open_rate)} on "
-            f"{self.open_prompts} open-writing prompt(s), difference "
+            f"{self.formatted_prompts} {self.groups[0]} prompt(s) vs {_pct(self.open_rate)} on "
+            f"{self.open_prompts} {self.groups[1]} prompt(s), difference "
             f"{_pct(self.difference, sign=True)}{ci}"
         )
         if self.verdict == SUPPORTS:
             tail = "supports claim 2 at this size"
         elif self.verdict == NOT_SUPPORTED:
-            tail = "claim 2 not supported at this size: open writing accepted more"
+            tail = f"claim 2 not supported at this size: {self.groups[1]} prompts accepted more"
         else:
             tail = "cannot tell at this size"
         return f"{head}: {tail}" + (f" ({self.reason})." if self.reason else ".")
@@ -605,6 +607,7 @@ def task_type_effect(
     level: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
+    groups: tuple[str, str] = ("formatted", "open-writing"),
 ) -> TaskTypeEffect:
     """Claim 2 from per-prompt ``(accepted, drafted)`` counts of the two groups: pooled
     acceptance difference with a percentile bootstrap interval, prompts resampled within each
@@ -636,6 +639,7 @@ def task_type_effect(
         formatted_prompts=len(f),
         open_prompts=len(o),
         level=level,
+        groups=tuple(groups),
     )
     if not math.isfinite(diff):
         why = "nothing drafted on " + ("formatted prompts" if math.isnan(fr) else "open writing")
@@ -873,6 +877,51 @@ def diminishing_returns(
         meaning={
             SUPPORTS: "longer drafts buy ever less, while each drafted token costs the same",
             NOT_SUPPORTED: "tokens per call grew at least linearly with gamma here",
+        },
+    )
+
+
+def first_rejection_share(
+    counts: AcceptedCounts,
+    *,
+    often: float = 0.5,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    unit: str = "prompt",
+) -> IntervalVerdict:
+    """Claim 10 as the article states it ("if drafts are often rejected at the first token,
+    shorten gamma or change the drafter"): the share of full-gamma steps whose first drafted
+    token was rejected, minus ``often`` (0.5: more often than not), every gamma pooled, with
+    a bootstrap interval over units. Above 0: the cue fires (supports); below: the first
+    guesses usually hold (not supported: no cue here). :func:`first_rejection_excess` asks
+    the finer question (more than i.i.d. acceptance explains).
+
+    >>> heavy = {f"p{i}": {3: [0, 0, 3, 1, 0, 0] * 4} for i in range(5)}
+    >>> v = first_rejection_share(heavy)
+    >>> v.verdict, round(v.estimate, 3)
+    ('supports', 0.167)
+    """
+
+    def stat(gammas: list[int], tot: np.ndarray) -> np.ndarray:
+        return tot[..., 3].sum(axis=-1) / tot[..., 0].sum(axis=-1) - often
+
+    return _interval_verdict(
+        counts,
+        stat,
+        claim="Claim 10",
+        statistic=f"share of full-gamma steps that rejected the first drafted token minus {often:.2f}",
+        predicts="above",
+        min_gammas=1,
+        level=level,
+        n_boot=n_boot,
+        seed=seed,
+        unit=unit,
+        meaning={
+            SUPPORTS: f"the first drafted token is rejected in more than {often:.0%} of steps: "
+            "claim 10's cue to shorten gamma or change the drafter fires",
+            NOT_SUPPORTED: f"the first drafted token is rejected in fewer than {often:.0%} of "
+            "steps: no cue to shorten gamma here",
         },
     )
 

@@ -331,7 +331,8 @@ class PromptPlayground:
     """Try your own prompt on the real model: a prompt box, temperature / top-p / gamma / max new
     tokens / seed controls and a *Run* button. A run goes through the same code path as the
     notebook -- the prompt rendered with the model's chat template (:func:`specviz.prompts.
-    render_prompt`), then :func:`specviz.speculative_generate` with ``do_sample=True`` -- and
+    render_prompt`), then :func:`specviz.speculative_generate` with ``do_sample=True``, or
+    greedy decoding (``do_sample=False``, no draw decides a draft) at temperature 0 -- and
     shows the token strip, a summary line (tokens, target calls, mean accepted length, "k of n"
     drafts accepted with a 95% interval) and a :class:`TraceExplorer` of the new trace.
 
@@ -339,7 +340,7 @@ class PromptPlayground:
     ``target`` and ``draft``; ``tokenizer`` and ``label`` are used when present) or a
     ``(target, draft)`` pair. :meth:`run` is what the button calls, so Python (a test, a
     notebook cell) drives the playground exactly as a reader does. Bad settings (an empty
-    prompt, gamma < 1, temperature <= 0, top-p outside (0, 1], max new tokens < 1) and a failed
+    prompt, gamma < 1, temperature < 0, top-p outside (0, 1], max new tokens < 1) and a failed
     run are reported in the widget's status line, not as a traceback; the figures then still
     show the last successful run. With ``run=True`` (the default) the playground runs once at
     construction, so its widgets are born with content and the static HTML snapshot of an
@@ -506,10 +507,10 @@ class PromptPlayground:
                 f"{settings.get('gamma')!r}"
             )
         t = _float_or_none(settings.get("temperature"))
-        if t is None or t <= 0:
+        if t is None or t < 0:
             problems.append(
-                f"temperature must be > 0 for sampling, got {settings.get('temperature')!r} "
-                "(temperature 0 is greedy decoding, where no draw decides a draft)"
+                f"temperature must be >= 0 (0: greedy decoding), got "
+                f"{settings.get('temperature')!r}"
             )
         p = _float_or_none(settings.get("top_p"))
         if p is None or not 0 < p <= 1:
@@ -576,15 +577,16 @@ class PromptPlayground:
             from ..prompts import render_prompt
 
             ids = render_prompt(self.tokenizer, cfg["prompt"])
+            sampling = cfg["temperature"] > 0  # temperature 0: greedy decoding
             res = speculative_generate(
                 self.target,
                 self.draft,
                 ids,
                 gamma=cfg["gamma"],
                 max_new_tokens=cfg["max_new_tokens"],
-                do_sample=True,
-                temperature=cfg["temperature"],
-                top_p=cfg["top_p"] if cfg["top_p"] < 1 else None,  # 1 keeps every token
+                do_sample=sampling,
+                temperature=cfg["temperature"] if sampling else None,
+                top_p=cfg["top_p"] if sampling and cfg["top_p"] < 1 else None,  # 1: every token
                 seed=cfg["seed"],
                 eos_token_id=self.eos_token_id,
             )
@@ -633,15 +635,25 @@ class PromptPlayground:
         )
         mean_len = sm.mean_accepted_length
         self.summary.value = (
-            f"<b>{_escape(self.label)}</b>, T = {cfg['temperature']:g}, top-p = "
-            f"{cfg['top_p']:g}, gamma = {cfg['gamma']}, seed = {cfg['seed']}: "
+            f"<b>{_escape(self.label)}</b>, "
+            + (
+                f"T = {cfg['temperature']:g}, top-p = {cfg['top_p']:g}, "
+                if cfg["temperature"] > 0
+                else "T = 0 (greedy: no draw decides a draft), "
+            )
+            + f"gamma = {cfg['gamma']}, seed = {cfg['seed']}: "
             f"<b>{_plural(n, 'token')} in {_plural(sm.target_calls, 'target call')}</b>, "
             f"mean accepted length "
             f"{'n/a' if math.isnan(mean_len) else f'{mean_len:.2f}'} tokens per call; "
             f"{acceptance_text(sm.accepted, sm.drafted, what='drafts accepted')}; "
-            f"{n_borderline} of {len(tests)} tests were real decisions "
-            f"({BORDERLINE[0]} &lt; min(1, p/q) &lt; {BORDERLINE[1]})"
-            f'<pre style="white-space: pre-wrap; margin: 4px 0">{_escape(text)}</pre>'
+            + (
+                f"{n_borderline} of {len(tests)} tests were real decisions "
+                f"({BORDERLINE[0]} &lt; min(1, p/q) &lt; {BORDERLINE[1]})"
+                if cfg["temperature"] > 0
+                else "no test was a real decision: greedy compares each draft with the "
+                "target's argmax, with no uniform draw"
+            )
+            + f'<pre style="white-space: pre-wrap; margin: 4px 0">{_escape(text)}</pre>'
         )
         self.status.value = f"ran in {res.total_time:.1f} s"
         # The old explorer is dropped, not closed: its views are still on the page, and a
@@ -670,10 +682,27 @@ class PromptPlayground:
             head = "<p><b>Try your own</b> (static snapshot: run the notebook to edit the prompt)"
             prompt = _escape(self.settings.get("prompt", self.prompt_box.value))
             bundle["text/html"] = (
-                f"{head}<br>prompt: <code>{prompt}</code></p>"
+                f"{head}<br>prompt: <code>{prompt}</code></p>{self.controls_html()}"
                 f"<p>{self.status.value}</p>{self.summary.value}" + bundle["text/html"]
             )
         return bundle
+
+    def controls_html(self) -> str:
+        """The controls a reader gets in JupyterLab, with their ranges and current values (the
+        static snapshot cannot show the widgets themselves)."""
+        c = self.current_settings()
+        rows = [
+            ("prompt", "a text box (a user message; the chat template is applied)"),
+            ("temperature", f"0 to {self.temperature_slider.max:g}, now {c['temperature']:g} "
+             "(0: greedy decoding, no uniform draw)"),
+            ("top-p", f"0.05 to 1, now {c['top_p']:g} (1 keeps every token; sampling only)"),
+            ("gamma (drafts)", f"1 to {self.gamma_slider.max}, now {c['gamma']}"),
+            ("max new tokens", f"1 to {self.max_tokens_slider.max}, now {c['max_new_tokens']}"),
+            ("seed", f"an integer >= 0, now {c['seed']}"),
+            ("Run", "generates with these settings and redraws the strip and the explorer"),
+        ]  # fmt: skip
+        items = "".join(f"<li><b>{k}</b>: {_escape(v)}</li>" for k, v in rows)
+        return f"<p>Controls:</p><ul>{items}</ul>"
 
 
 def _escape(text: str) -> str:

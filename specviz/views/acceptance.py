@@ -14,7 +14,7 @@ from ..core.trace import Trace, TraceSummary
 from ..perf.acceptance import PositionCounts, alpha_counts, fit_alpha, wilson_interval
 from ..perf.theory import expected_tokens_per_call, truncated_geometric_law
 from .labels import _fmt
-from .palette import color
+from .palette import color, hues
 from .perf import ALL_ACCEPTED, acceptance_colors, rejection_position_label, series_colors
 
 __all__ = [
@@ -110,7 +110,8 @@ def per_position_acceptance_figure(
     ('never reached (no rate)', (3,))
     """
     series = {"trace": data} if isinstance(data, (Trace, PositionCounts)) else dict(data)
-    colors = series_colors(list(series), "accepted")
+    # one rate: the "accepted" green; several (categories, prompts): a distinct hue each
+    colors = series_colors(list(series), "accepted") if len(series) <= 1 else hues(list(series))
     fig = go.Figure()
     gmax, any_counts = 0, False
     never: dict[int, list[str]] = {}
@@ -297,16 +298,18 @@ def rejection_grid_figure(
     for g in groups:
         for k in gammas:
             acc = cells.get((g, k))
-            titles.append(
-                f"{g}, gamma={k}: {_alpha_text(acc, k, None, True)}, n={len(acc)} steps"
+            titles.append(  # two lines: three columns of one-line titles run into each other
+                f"<b>{g}, gamma={k}</b><br>{_alpha_text(acc, k, None, True)}, n={len(acc)} steps"
                 if acc is not None and len(acc)
-                else f"{g}, gamma={k}: no steps"
+                else f"<b>{g}, gamma={k}</b><br>no steps"
             )
+    height = 140 + 260 * len(groups)
     fig = make_subplots(
         rows=len(groups),
         cols=len(gammas),
         subplot_titles=titles,
-        vertical_spacing=0.12 / max(1, len(groups) - 1) if len(groups) > 1 else 0.1,
+        vertical_spacing=min(0.3, 80 / height) if len(groups) > 1 else 0.1,  # ~80 px
+        horizontal_spacing=0.06,
     )
     first = True
     for r, g in enumerate(groups, start=1):
@@ -320,7 +323,9 @@ def rejection_grid_figure(
                 fig.add_trace(t, row=r, col=c)
             fig.update_yaxes(range=[0, 1.02], row=r, col=c)
     fig.update_annotations(font_size=11)
-    fig.update_layout(title=title, height=140 + 230 * len(groups), showlegend=True)
+    fig.update_xaxes(title_text="first rejected draft position", row=len(groups))
+    fig.update_yaxes(title_text="share of steps", col=1)
+    fig.update_layout(title=title, height=height, showlegend=True)
     return fig
 
 
@@ -370,10 +375,15 @@ def tokens_per_call_vs_gamma_figure(
     takes that curve's colour."""
     g = np.arange(1, gamma_max + 1)
     fig = go.Figure()
-    colors = acceptance_colors(alphas)  # one colour per acceptance rate, as in every figure
     if labels is not None and len(labels) != len(alphas):
         raise ValueError(f"labels: {len(labels)} names for {len(alphas)} curves")
-    curve_color = {lab: colors[float(a)] for lab, a in zip(labels or (), alphas, strict=False)}
+    if labels is None:  # one colour per acceptance rate, as in every figure
+        colors = acceptance_colors(alphas)
+        curve_color: dict[str, str] = {}
+        line_colors = [colors[float(a)] for a in alphas]
+    else:  # named curves (categories, draft qualities): distinct hues
+        curve_color = hues(list(labels))
+        line_colors = [curve_color[str(lab)] for lab in labels]
     for i, a in enumerate(alphas):
         fig.add_trace(
             go.Scatter(
@@ -383,7 +393,7 @@ def tokens_per_call_vs_gamma_figure(
                 x=g.tolist(),
                 y=[expected_tokens_per_call(a, int(k)) for k in g],
                 mode="lines",
-                line=dict(color=colors[float(a)]),
+                line=dict(color=line_colors[i]),
                 legendgroup=f"a{i}",
             )
         )

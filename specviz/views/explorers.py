@@ -264,7 +264,9 @@ class TraceExplorer:
         per_row: int = 16,
         panel_width: int = 480,
         play_interval: int = 1500,
+        step: int | None = None,
     ) -> None:
+        """``step``: the step to open on (default: the first that drafted anything)."""
         self.trace = trace
         self.tokenizer = tokenizer
         self.per_row = per_row
@@ -273,13 +275,15 @@ class TraceExplorer:
         if not self.steps:
             raise ValueError("the trace has no drafted positions: pass a speculative trace")
         drafting = [st for st in self.steps if trace.steps[st].drafted]
-        self.step = (drafting or self.steps)[0]  # a step with something to test, if any
+        if step is not None and step not in self.steps:
+            raise ValueError(f"step {step!r} has no drafted positions; choose from {self.steps}")
+        self.step = step if step is not None else (drafting or self.steps)[0]
         self.row = opening_row(trace.steps[self.step])
         self.log_scale = False
         self.borderline = most_borderline(trace)
         self.strip, self.pq, self.accept, self.residual = map(figure_widget, self.figures())
         self.slider = widgets.IntSlider(
-            value=0,
+            value=self.steps.index(self.step),
             min=0,
             max=len(self.steps) - 1,
             description="step",
@@ -289,7 +293,7 @@ class TraceExplorer:
         self.prev_button = widgets.Button(description="◀ prev", layout=widgets.Layout(width="80px"))
         self.next_button = widgets.Button(description="next ▶", layout=widgets.Layout(width="80px"))
         self.play = widgets.Play(
-            value=0,
+            value=self.steps.index(self.step),
             min=0,
             max=len(self.steps) - 1,
             interval=play_interval,

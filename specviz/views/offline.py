@@ -1,6 +1,8 @@
 """Does an exported notebook work with no network? Opened in headless Chromium with every
 request outside the file blocked, each plotly figure of the page (static figures and the
-explorers' snapshots alike) must be drawn by the plotly.js inlined in the page.
+explorers' snapshots alike) must be drawn by the plotly.js inlined in the page, and every
+formula of its markdown typeset by the MathJax inlined in it (:mod:`specviz.views.export`):
+no TeX source (``$...$``, ``\\frac``...) may be left visible, and no formula may fail.
 
 ``make demo`` runs this on every report it writes; ``tests/test_notebooks.py`` on every
 notebook's small configuration. Needs the ``playwright`` package (``specviz[dev]``) and a
@@ -10,6 +12,9 @@ Chromium binary (Debian's ``chromium``; playwright's own browser download is not
 True
 >>> print(OfflineCheck("a.html", 9 * 2**20, figures=4, rendered=3, blocked=(), errors=()))
 a.html: 9.0 MB (over 8 MB), 3 of 4 figures drawn offline
+>>> bad = OfflineCheck("b.html", 2**20, 1, 1, (), (), formulas=0, tex_source=("$p(x)$",))
+>>> bad.ok, str(bad)
+(False, 'b.html: 1.0 MB, 1 of 1 figures drawn offline, 0 formulas typeset; TeX source visible: $p(x)$')
 """
 
 from __future__ import annotations
@@ -49,20 +54,54 @@ class OfflineCheck:
     rendered: int  # of those, drawn by the inlined plotly.js
     blocked: tuple[str, ...]  # requests outside the file, refused
     errors: tuple[str, ...]  # uncaught exceptions in the page
+    formulas: int = 0  # formulas typeset by the inlined MathJax
+    tex_source: tuple[str, ...] = ()  # TeX still visible as text (or formulas MathJax refused)
 
     @property
     def ok(self) -> bool:
-        """Small enough, and every figure drawn with no network."""
-        return self.size_bytes < MAX_REPORT_BYTES and self.figures == self.rendered
+        """Small enough, every figure drawn and every formula typeset with no network."""
+        return (
+            self.size_bytes < MAX_REPORT_BYTES
+            and self.figures == self.rendered
+            and not self.tex_source
+        )
 
     def __str__(self) -> str:
         size = f"{self.size_bytes / 2**20:.1f} MB"
         if self.size_bytes >= MAX_REPORT_BYTES:
             size += f" (over {MAX_REPORT_BYTES // 2**20} MB)"
         text = f"{self.path}: {size}, {self.rendered} of {self.figures} figures drawn offline"
+        if self.formulas or self.tex_source:
+            text += f", {self.formulas} formulas typeset"
+        if self.tex_source:
+            text += f"; TeX source visible: {'; '.join(self.tex_source[:3])}"
         if self.errors:
             text += f"; page errors: {'; '.join(self.errors[:3])}"
         return text
+
+
+# In the page: wait for the inlined MathJax (window.specvizMath, see specviz.views.export), then
+# count the typeset formulas and look for TeX left as text in the rendered markdown (code and
+# typeset math removed) and for formulas MathJax could not parse.
+_MATH_JS = r"""async () => {
+  for (const p of [window.specvizMath, window.MathJax && window.MathJax.startup &&
+                   window.MathJax.startup.promise]) {
+    if (p) { try { await p; } catch (e) { /* reported below as TeX left visible */ } }
+  }
+  const tex = /\$\$[^]*?\$\$|\$[^$\n]+\$|\\[()[\]]|\\[A-Za-z]{2,}/g;
+  const seen = [];
+  const roots = document.querySelectorAll(
+    ".jp-RenderedMarkdown, .jp-RenderedLatex, .jp-MarkdownOutput, .rendered_html");
+  for (const root of roots) {
+    const copy = root.cloneNode(true);
+    copy.querySelectorAll("code, pre, script, style, mjx-container").forEach((n) => n.remove());
+    for (const m of copy.textContent.matchAll(tex)) seen.push(m[0].slice(0, 60));
+  }
+  for (const e of document.querySelectorAll("mjx-merror, [data-mjx-error]")) {
+    seen.push("MathJax error: " + (e.getAttribute("data-mjx-error") || e.textContent));
+  }
+  return {formulas: document.querySelectorAll("mjx-container").length, tex: seen};
+}"""
 
 
 def _executable(chromium: str | None) -> str:
@@ -127,10 +166,18 @@ def check_offline_html(
             if rendered >= figures or time.monotonic() > deadline:
                 break
             page.wait_for_timeout(250)
+        math = page.evaluate(_MATH_JS)
     finally:
         page.close()
     return OfflineCheck(
-        str(path.name), path.stat().st_size, figures, rendered, tuple(blocked), tuple(errors)
+        str(path.name),
+        path.stat().st_size,
+        figures,
+        rendered,
+        tuple(blocked),
+        tuple(errors),
+        formulas=int(math["formulas"]),
+        tex_source=tuple(dict.fromkeys(math["tex"])),  # each snippet once, in page order
     )
 
 
@@ -144,7 +191,7 @@ def check_reports(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m specviz.views.offline REPORT.html ...``: one line per report; exit 1 if one
-    is over 8 MB or draws fewer figures offline than it holds."""
+    is over 8 MB, draws fewer figures offline than it holds or leaves TeX source visible."""
     import argparse
 
     ap = argparse.ArgumentParser(description="check exported notebooks offline in Chromium")

@@ -12,11 +12,14 @@ from __future__ import annotations
 __all__ = [
     "KIND_COLORS",
     "PALETTE",
+    "SERIES",
+    "VERDICT_COLORS",
     "P_COLOR",
     "Q_COLOR",
     "RESIDUAL_COLOR",
     "THEORY_COLOR",
     "color",
+    "hues",
 ]
 
 #: meaning -> colour, for every figure.
@@ -54,3 +57,35 @@ P_COLOR = PALETTE["p"]
 Q_COLOR = PALETTE["q"]
 RESIDUAL_COLOR = PALETTE["residual"]
 THEORY_COLOR = PALETTE["theory"]
+
+
+#: Distinct hues for the series of one figure (task categories, draft qualities): Tol's
+#: "muted" scheme without the shades the meanings above use, so no series looks "accepted".
+SERIES: tuple[str, ...] = (
+    "#332288",  # indigo
+    "#CC6677",  # rose
+    "#44AA99",  # teal
+    "#DDCC77",  # sand
+    "#88CCEE",  # cyan
+    "#999933",  # olive
+    "#AA4499",  # purple
+)
+
+#: What a statistical test did with a rule (notebook 04's bars, by outcome, not by label).
+VERDICT_COLORS: dict[str, str] = {
+    "caught": "#332288",  # a broken rule the test rejected
+    "cannot tell": "#DDCC77",  # not rejected, and this size could not see its damage
+    "missed": "#CC3311",  # not rejected although a test of this size should have seen it
+    "passed": "#999933",  # a lossless rule the test did not reject
+    "false alarm": "#EE3377",  # a lossless rule the test rejected
+}
+
+
+def hues(labels: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """One distinct hue (:data:`SERIES`) per label, in order; repeats after seven.
+
+    >>> hues(["code", "chat"]) == {"code": SERIES[0], "chat": SERIES[1]}
+    True
+    """
+    names = list(dict.fromkeys(str(n) for n in labels))
+    return {n: SERIES[i % len(SERIES)] for i, n in enumerate(names)}

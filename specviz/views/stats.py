@@ -12,10 +12,19 @@ from plotly.subplots import make_subplots
 
 from ..stats import Pooled
 from .labels import _fmt
-from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR, color
+from .palette import (
+    KIND_COLORS,
+    P_COLOR,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    THEORY_COLOR,
+    VERDICT_COLORS,
+    color,
+)
 
 __all__ = [
     "gof_figure",
+    "gof_residuals_figure",
     "verifier_report_figure",
     "pvalue_uniformity_figure",
     "power_curve_figure",
@@ -67,6 +76,71 @@ def gof_figure(
     return fig
 
 
+def gof_residuals_figure(
+    result: Any,
+    *,
+    title: str | None = None,
+    label: Callable[[Any], str] | None = None,
+    top: int = 20,
+    level: float = 0.05,
+) -> go.Figure:
+    """Standardized residuals ``(O - E) / sqrt(E)`` of a goodness-of-fit result: one bar per
+    outcome for the ``top`` most expected outcomes, then one bar for all the others (and the
+    test's own pooled bins) merged, against the band that holds every shown bar with
+    probability ``1 - level`` under the law (Bonferroni: a bar past it is a real departure,
+    not noise). Readable where :func:`gof_figure`'s hundred count bars are not.
+
+    >>> from types import SimpleNamespace as R
+    >>> r = R(observed=[60, 25, 15], expected=[50.0, 30.0, 20.0], labels=["a", "b", "c"],
+    ...       method="chi-square", statistic=4.08, dof=2, pvalue=0.13, n=100)
+    >>> [round(v, 2) for v in gof_residuals_figure(r, top=2).data[0].y]
+    [1.41, -0.91, -1.12]
+    """
+    from scipy.stats import norm
+
+    fmt = label or str
+    obs = np.asarray(result.observed, dtype=float)
+    exp = np.asarray(result.expected, dtype=float)
+    pooled = np.array([isinstance(lab, Pooled) for lab in result.labels])
+    order = [i for i in np.argsort(-exp, kind="stable") if not pooled[i] and exp[i] > 0][:top]
+    rest = np.setdiff1d(np.arange(len(exp)), order)
+    names = [fmt(result.labels[i]) for i in order]
+    o, e = obs[order].tolist(), exp[order].tolist()
+    if rest.size:
+        names.append(f"the other {rest.size} bin(s)")
+        o.append(float(obs[rest].sum()))
+        e.append(float(exp[rest].sum()))
+    o_, e_ = np.asarray(o), np.asarray(e)
+    z = np.where(e_ > 0, (o_ - e_) / np.sqrt(np.maximum(e_, 1e-300)), np.inf)
+    band = float(norm.ppf(1 - level / (2 * max(len(z), 1))))
+    fig = go.Figure(
+        go.Bar(
+            name="sampled vs the law",
+            x=names,
+            y=np.clip(z, -50, 50).tolist(),
+            marker_color=color("speculative"),  # the samples under test
+            customdata=np.column_stack([o_, e_]).tolist(),
+            hovertemplate="%{x}: observed %{customdata[0]:.0f}, expected %{customdata[1]:.1f}"
+            "<br>residual %{y:.2f}<extra></extra>",
+        )
+    )
+    for y in (band, -band):
+        fig.add_hline(y=y, line_dash="dash", line_color=THEORY_COLOR)
+    head = title + "<br><sup>" if title else ""
+    fig.update_layout(
+        title=f"{head}{result.method}: statistic {_fmt(result.statistic, 4)}, dof {result.dof}, "
+        f"p = {_fmt(result.pvalue)}, n = {result.n}; dashed: the {1 - level:.0%} band of "
+        f"{len(z)} bars (+-{band:.2f})" + ("</sup>" if title else ""),
+        xaxis=dict(
+            title=f"outcome (the {len(order)} most expected, then the rest)", type="category"
+        ),
+        yaxis=dict(title="standardized residual (O - E) / sqrt(E)", zeroline=True),
+        showlegend=False,
+        height=400,
+    )
+    return fig
+
+
 def verifier_report_figure(
     names: Sequence[str],
     pvalues: Sequence[float],
@@ -74,17 +148,27 @@ def verifier_report_figure(
     *,
     alpha: float = 1e-3,
     lossless: Sequence[bool] | None = None,
+    outcomes: Sequence[str] | None = None,
 ) -> go.Figure:
     """Per verifier: ``-log10 p`` of the goodness-of-fit test (left; the dashed line is the
     test level) and the exact TV between its output law and the target's (right). A broken rule
-    with a small TV can pass a test that lacks the samples to see it -- both numbers matter."""
+    with a small TV can pass a test that lacks the samples to see it -- both numbers matter.
+    ``outcomes`` (what the test did with each rule, keys of
+    :data:`~specviz.views.palette.VERDICT_COLORS`: caught, cannot tell, missed, passed, false
+    alarm) colours the bars by verdict, with a legend; without it, by the lossless label."""
     ok = list(lossless) if lossless is not None else [n == "lossless" for n in names]
-    colors = [KIND_COLORS["accepted"] if o else THEORY_COLOR for o in ok]
+    if outcomes is not None:
+        colors = [VERDICT_COLORS[o] for o in outcomes]
+    else:
+        colors = [KIND_COLORS["accepted"] if o else THEORY_COLOR for o in ok]
     logp = [min(16.0, -math.log10(max(p, 1e-16))) for p in pvalues]
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("evidence: -log10 p (capped at 16)", "exact TV to the target law"),
+        subplot_titles=(
+            f"evidence: -log10 p (capped at 16); dashed: alpha = {alpha:g}",
+            "exact TV to the target law",
+        ),
     )
     fig.add_trace(
         go.Bar(
@@ -111,15 +195,19 @@ def verifier_report_figure(
         row=1,
         col=2,
     )
-    fig.add_hline(
-        y=-math.log10(alpha),
-        line_dash="dash",
-        line_color="black",
-        row=1,
-        col=1,
-        annotation_text=f"alpha = {alpha:g}",
+    fig.add_hline(y=-math.log10(alpha), line_dash="dash", line_color="black", row=1, col=1)
+    for outcome in dict.fromkeys(outcomes or ()):  # a legend entry per verdict shown
+        fig.add_trace(
+            go.Bar(name=outcome, x=[None], y=[None], marker_color=VERDICT_COLORS[outcome]),
+            row=1,
+            col=1,
+        )
+    fig.update_layout(
+        title="Which verifiers keep the target's law?"
+        + (" (colour: the test's verdict)" if outcomes else ""),
+        height=420,
+        showlegend=outcomes is not None,
     )
-    fig.update_layout(title="Which verifiers keep the target's law?", height=420)
     return fig
 
 

@@ -284,9 +284,16 @@ def pq_figure(
             else dict(zip(r.top_q_ids, r.top_q_probs, strict=True))
         )
         q.setdefault(r.draft_token, r.q_draft)
-    ids = sorted(set(p) | set(q), key=lambda i: (-p.get(i, -1.0), -q.get(i, -1.0)))
-    labels = _labels(ids, tokenizer)
     mark = r.emitted_token if _is_bonus(r) else r.draft_token
+    # a greedy p is one-hot: its top-k is padded with tokens at p = 0 (and q unknown or 0);
+    # they carry nothing, so only tokens with mass in p or q (and the drafted one) are drawn
+    ids = [
+        i
+        for i in set(p) | set(q)
+        if i in (mark, r.emitted_token) or (p.get(i) or 0.0) > 0 or (q.get(i) or 0.0) > 0
+    ]
+    ids.sort(key=lambda i: (-p.get(i, -1.0), -q.get(i, -1.0)))
+    labels = _labels(ids, tokenizer)
     outline = [3 if i == mark else 0 for i in ids]
     fig = go.Figure()
     fig.add_trace(

@@ -1,0 +1,603 @@
+"""The claim verdicts of the single-run lessons (notebooks 00-05), computed here so that a
+notebook's "What we saw" cell is a few calls and every rule is stated once, with a test.
+
+Each function returns a :class:`ClaimLine`: the claim's number (the article's, as in
+``docs/notebooks.md``), the verdict its numbers allow at this size -- ``supports``,
+``cannot tell``, ``contradicts`` or ``not shown`` -- and the sentence the notebook prints
+(numbers first, then what they allow). :func:`verdict_summary` folds a notebook's lines into
+the one-line table the reports end with; :func:`read_verdict` reads a printed line back (the
+demo page compares the demo-size and full-size verdicts with it).
+
+>>> line = greedy_identity([1, 2, 3], [1, 2, 3], what="one prompt")
+>>> line.claim, line.verdict
+(7, 'supports')
+>>> verdict_summary([line, ClaimLine(10, CANNOT_TELL, "...")])
+'Verdicts at this size: claim 7 supports; claim 10 cannot tell.'
+>>> read_verdict("Claim 3: ... -- cannot tell at this size (the sets overlap)")
+'cannot tell'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..checks.report import outcome_phrase
+from ..load.claims import claim1_verdict
+from ..stats import min_detectable_tv
+from ..views.trace import acceptance_interval, acceptance_text
+
+__all__ = [
+    "CANNOT_TELL",
+    "CONTRADICTS",
+    "NOT_SHOWN",
+    "SUPPORTS",
+    "ClaimLine",
+    "acceptance_vs_probabilities",
+    "bug_zoo_lines",
+    "calls_vs_speed",
+    "draft_sources",
+    "opening_step",
+    "exact_law_check",
+    "first_token_rejections",
+    "from_interval",
+    "greedy_check_line",
+    "greedy_identity",
+    "lossless_check_line",
+    "negative_control_line",
+    "read_verdict",
+    "rule_outcomes",
+    "same_seed_line",
+    "theory_band_line",
+    "toy_call_savings",
+    "verdict_summary",
+]
+
+SUPPORTS, CANNOT_TELL, CONTRADICTS, NOT_SHOWN = (
+    "supports",
+    "cannot tell",
+    "contradicts",
+    "not shown",
+)
+
+
+@dataclass(frozen=True)
+class ClaimLine:
+    """One printed verdict: the claim, what its numbers allow, and the sentence."""
+
+    claim: int
+    verdict: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def verdict_summary(lines: Iterable[ClaimLine | str]) -> str:
+    """``Verdicts at this size: claim 1 supports; claim 7 supports; ...`` -- every claim once,
+    in the order first printed; a claim judged several times (one line per setting) lists
+    each distinct verdict with its count."""
+    seen: dict[int, list[str]] = {}
+    for line in lines:
+        if isinstance(line, ClaimLine):
+            seen.setdefault(line.claim, []).append(line.verdict)
+    parts = []
+    for claim, verdicts in seen.items():
+        kinds = list(dict.fromkeys(verdicts))
+        if len(kinds) == 1:
+            parts.append(f"claim {claim} {kinds[0]}")
+        else:
+            counts = ", ".join(f"{verdicts.count(k)} {k}" for k in kinds)
+            parts.append(f"claim {claim} {counts} (of {len(verdicts)})")
+    return "Verdicts at this size: " + "; ".join(parts) + "."
+
+
+def from_interval(verdict: str, *, below: str = CONTRADICTS) -> str:
+    """This module's word for an interval verdict of :mod:`specviz.lab.analysis`
+    (``supports`` / ``not supported`` / ``cannot tell``); ``below`` names "not supported"
+    where the other side is not a contradiction (claim 10: no cue, so the case is not shown).
+
+    >>> from_interval("not supported", below=NOT_SHOWN), from_interval("cannot tell")
+    ('not shown', 'cannot tell')
+    """
+    return {"supports": SUPPORTS, "not supported": below}.get(verdict, CANNOT_TELL)
+
+
+# Words a printed verdict uses, most specific first ("not supported" before "supported").
+_READ = (
+    ("cannot tell", CANNOT_TELL),
+    ("inconclusive", CANNOT_TELL),
+    ("not shown", NOT_SHOWN),
+    ("partly supported", CANNOT_TELL),
+    ("not supported", CONTRADICTS),
+    ("does not support", CONTRADICTS),
+    ("contradicts", CONTRADICTS),
+    ("rejects", CONTRADICTS),
+    ("supports", SUPPORTS),
+    ("supported", SUPPORTS),
+)
+
+
+def read_verdict(text: str) -> str | None:
+    """The verdict a printed claim line states (the first verdict word after its numbers),
+    or None when it states none. Reads every notebook's lines, this module's and the load
+    sweeps' (``supported`` / ``partly supported`` / ``not supported`` / ``not shown``)."""
+    low = text.lower()
+    hits = [(low.find(w), -len(w), v) for w, v in _READ if w in low]
+    return min(hits)[2] if hits else None
+
+
+# -- 00: one prompt, plain vs speculative ------------------------------------------------------
+
+
+def _call_split(plain: Any, spec: Any) -> Any:
+    """The table :func:`specviz.load.claim1_verdict` reads, from two single runs (the first
+    call of each also prefills the prompt)."""
+    import pandas as pd
+
+    summary = spec.summary()
+    rows = []
+    for mode, run, draft_s, verify_s in (
+        ("plain", plain, 0.0, plain.total_time),
+        ("speculative", spec, summary.draft_time, summary.verify_time),
+    ):
+        calls, tokens = max(run.target_calls, 1), max(len(run.new_tokens), 1)
+        rows.append(
+            {
+                "mode": mode,
+                "target calls per token": calls / tokens,
+                "draft ms per call": 1e3 * draft_s / calls,
+                "verify ms per call": 1e3 * verify_s / calls,
+                "ms per call": 1e3 * run.total_time / calls,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def calls_vs_speed(plain: Any, spec: Any, *, gamma: int) -> list[ClaimLine]:
+    """Claim 1 from one plain and one speculative run of the same prompt: the call counts,
+    then the exact split ``speedup = (N_plain / N_spec) x (per-call cost ratio)`` and the
+    verdict of :func:`specviz.load.claim1_verdict` (fewer calls per token *and* dearer calls:
+    supports; fewer but not dearer: cannot tell, timing noise; no fewer: contradicts), with
+    whether the pair paid in this run."""
+    n = len(spec.new_tokens)
+    calls = plain.target_calls / spec.target_calls
+    per_plain, per_spec = plain.total_time / plain.target_calls, spec.total_time / spec.target_calls
+    cost = per_plain / per_spec
+    speedup = plain.total_time / spec.total_time
+    split = _call_split(plain, spec)
+    status = claim1_verdict(split).status
+    verdict = {"supported": SUPPORTS, "not supported": CONTRADICTS}.get(status, CANNOT_TELL)
+    if verdict == SUPPORTS:
+        why = (
+            "supports claim 1 in this run: the speed came from fewer serial calls, each dearer"
+            if speedup > 1
+            else "supports claim 1 (fewer serial calls, each dearer), but no gain: each call "
+            "was dearer by more than the calls saved, so this pair is slower here (a better "
+            "drafter or a shorter gamma)"
+        )
+    elif verdict == CANNOT_TELL:
+        why = (
+            "fewer serial calls, but a speculative call was not dearer than a plain one in this "
+            "single timed run (timing noise?): cannot tell the per-call half of claim 1 here"
+        )
+    else:
+        why = "no fewer serial calls: this run contradicts claim 1"
+    summary = spec.summary()
+    verify_ms, draft_ms = (
+        1e3 * t / spec.target_calls for t in (summary.verify_time, summary.draft_time)
+    )
+    return [
+        ClaimLine(
+            1,
+            verdict,
+            f"Claim 1: {n} tokens took {plain.target_calls} serial target calls plain and "
+            f"{spec.target_calls} speculative ({calls:.2f}x fewer); each speculative call scored "
+            f"up to {gamma + 1} positions at once.",
+        ),
+        ClaimLine(
+            1,
+            verdict,
+            f"Calls vs speed: a plain call took {1e3 * per_plain:.1f} ms, a speculative call "
+            f"{1e3 * per_spec:.1f} ms ({verify_ms:.1f} ms target scoring up to {gamma + 1} "
+            f"positions, {draft_ms:.1f} ms drafting, {1e3 * per_spec - verify_ms - draft_ms:.1f} "
+            f"ms other; in both runs the first call also prefills the prompt); speedup "
+            f"{speedup:.2f}x = {calls:.2f}x fewer calls x {cost:.2f} per-call cost ratio -- {why} "
+            "(one timed run on this machine, no interval).",
+        ),
+    ]
+
+
+def _tested(trace: Any) -> list[tuple[int, Any]]:
+    return [
+        (s.step, r) for s in trace.steps for r in s.positions if r.evaluated and r.draft_token >= 0
+    ]
+
+
+def draft_sources(trace: Any) -> str:
+    """Where a run's tested drafts came from: copies (a point-mass q, e.g. prompt lookup) or
+    a model (a real q: the head, a draft model), and how many of each the target rejected."""
+    rows = [r for _, r in _tested(trace)]
+    copied = [r for r in rows if not r.top_q_ids]
+    modelled = [r for r in rows if r.top_q_ids]
+    return (
+        f"Drafts tested: {len(copied)} copied (q = 1 at the copy), {sum(not r.accepted for r in copied)} "
+        f"of them rejected; {len(modelled)} drawn from a model with a real q, "
+        f"{sum(not r.accepted for r in modelled)} of them rejected."
+    )
+
+
+def opening_step(trace: Any, *, real_q: bool = True) -> int | None:
+    """The step a step-through should open on: the first whose tested draft with a real q
+    (``real_q``; any draft otherwise) was rejected, else the first with such a draft; None
+    when no step has one (the explorer then opens where it likes)."""
+    rows = [(st, r) for st, r in _tested(trace) if r.top_q_ids or not real_q]
+    rejected = [st for st, r in rows if not r.accepted]
+    return (rejected or [st for st, _ in rows] or [None])[0]
+
+
+def first_token_rejections(
+    rejection_positions: Sequence[int], *, often: float = 0.5, what: str = "rejecting steps"
+) -> ClaimLine:
+    """Claim 10 on one run: of the steps that rejected a draft, the share whose first
+    rejection hit the first drafted token, with its Wilson interval against ``often``: above
+    it, the article's cue to shorten gamma or change the drafter fires (supports); below it,
+    the first guesses hold up and the cue's case is not shown here; otherwise, or with nothing
+    rejected, cannot tell.
+
+    >>> first_token_rejections([9, 1, 0, 0]).verdict
+    'supports'
+    >>> first_token_rejections([0, 0, 0, 0]).verdict
+    'cannot tell'
+    """
+    rej = [int(r) for r in rejection_positions]
+    total, first = sum(rej), (rej[0] if rej else 0)
+    if not total:
+        return ClaimLine(
+            10,
+            CANNOT_TELL,
+            "Claim 10: no step rejected a draft, so nothing to say about where rejections "
+            "happen: cannot tell at this size.",
+        )
+    lo, hi = acceptance_interval(first, total)
+    share = acceptance_text(first, total, what=f"{what} rejected the first drafted token")
+    if lo > often:
+        verdict, tail = (
+            SUPPORTS,
+            (
+                f"more than {often:.0%} even at the interval's low end: supports claim 10's cue -- "
+                "a shorter gamma or another drafter would waste fewer drafts"
+            ),
+        )
+    elif hi < often:
+        verdict, tail = (
+            NOT_SHOWN,
+            (
+                f"below {often:.0%} even at the interval's high end: the drafter's first guesses "
+                "hold up, so claim 10's cue to shorten gamma does not fire here (not shown)"
+            ),
+        )
+    else:
+        verdict, tail = (
+            CANNOT_TELL,
+            (
+                f"the interval straddles {often:.0%}: cannot tell at this size whether rejections "
+                "concentrate on the first drafted token"
+            ),
+        )
+    return ClaimLine(
+        10,
+        verdict,
+        f"Claim 10: rejections by draft position (1 = first drafted token) {rej}; {share}: {tail}.",
+    )
+
+
+def greedy_identity(
+    plain_tokens: Sequence[int], spec_tokens: Sequence[int], *, what: str
+) -> ClaimLine:
+    """Claim 7 on one greedy pair of outputs: identical token for token, or the first
+    difference (a difference contradicts the claim unless numerics or ties differ)."""
+    a, b = list(plain_tokens), list(spec_tokens)
+    if a == b:
+        return ClaimLine(
+            7,
+            SUPPORTS,
+            f"Claim 7: greedy outputs identical token for token: True ({len(b)} tokens, {what}): "
+            "supports claim 7 on this prompt.",
+        )
+    diff = next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    return ClaimLine(
+        7,
+        CONTRADICTS,
+        f"Claim 7: greedy outputs identical token for token: False (first difference at "
+        f"generated token {diff + 1}): contradicts claim 7 unless verification, numerics or "
+        "tie-breaking differ between the two runs (notebooks 05 and 06 tell which).",
+    )
+
+
+# -- 01 / 04: a sample against an exact law ----------------------------------------------------
+
+
+def exact_law_check(gof: Any, *, level: float, what: str) -> ClaimLine:
+    """Claim 6 from a chi-square test of a lossless rule's samples against the exact law:
+    rejected at ``level`` contradicts it (or is a false alarm at that rate); not rejected
+    supports it for departures the sample could see (TV at 90% power), stated."""
+    mdt = min_detectable_tv(gof.expected / gof.expected.sum(), gof.n, alpha=level)
+    if gof.pvalue < level:
+        verdict, tail = (
+            CONTRADICTS,
+            (
+                f"the sample REJECTS the exact law at level {level:g}: contradicts claim 6 (or a "
+                f"1-in-{1 / level:.0f} false alarm)"
+            ),
+        )
+    elif not np.isfinite(mdt):
+        verdict, tail = CANNOT_TELL, "cannot tell at this size (no departure is detectable)"
+    else:
+        verdict, tail = (
+            SUPPORTS,
+            (
+                f"no departure at level {level:g}: supports claim 6 at this sample size for "
+                f"departures of TV >= {mdt:.3f} (seen 90% of the time); smaller ones cannot be told "
+                "at this size"
+            ),
+        )
+    return ClaimLine(
+        6,
+        verdict,
+        f"Claim 6: {what}: chi-square {gof.statistic:.1f} on {gof.dof} dof, p = {gof.pvalue:.3f}: "
+        f"{tail}.",
+    )
+
+
+def theory_band_line(sims: Sequence[Any]) -> str:
+    """Tokens per call against ``E = (1 - a^(g+1)) / (1 - a)`` over every simulated
+    setting: the largest deviation in standard errors against the band that covers all of
+    them 95% of the time (a Bonferroni band)."""
+    from scipy.stats import norm
+
+    z = [(s.tokens_per_call - s.theory) / s.tokens_per_call_se for s in sims]
+    band = float(norm.ppf(1 - 0.05 / (2 * len(z))))
+    worst = max(abs(v) for v in z)
+    where = (
+        f"consistent with E = (1 - alpha^(gamma+1)) / (1 - alpha) (within the {band:.2f} SE band "
+        f"that covers all {len(z)} settings 95% of the time)"
+        if worst <= band
+        else f"departs from the formula beyond the {band:.2f} SE band of {len(z)} settings"
+    )
+    return (
+        f"Tokens per call: {len(z)} simulated (noise, gamma) settings, largest deviation from "
+        f"theory {worst:.2f} standard errors: {where}."
+    )
+
+
+def toy_call_savings(sims: Sequence[Any], *, gamma: int) -> list[ClaimLine]:
+    """Claim 1 on the exact toy, one line per draft quality at ``gamma``: fewer serial calls
+    (supports) or not, the tokens per full call against theory and the acceptance against
+    the exact alpha, each with its 95% interval."""
+    lines = []
+    for s in (s for s in sims if s.gamma == gamma):
+        tested = sum(min(s.gamma, a + 1) for a in s.accepted)  # tests up to the first rejection
+        lo, hi = acceptance_interval(sum(s.accepted), tested)
+        half = 1.96 * s.tokens_per_call_se
+        fewer = s.target_calls < s.new_tokens
+        inside = abs(s.tokens_per_call - s.theory) <= half
+        lines.append(
+            ClaimLine(
+                1,
+                SUPPORTS if fewer else CONTRADICTS,
+                f"Claim 1, noise {s.noise}: {s.new_tokens} tokens took {s.target_calls} serial "
+                f"target calls instead of {s.new_tokens}, each scoring {gamma + 1} positions: "
+                + (
+                    f"{s.new_tokens / s.target_calls:.2f}x fewer serial calls, supports claim 1"
+                    if fewer
+                    else "no fewer serial calls, contradicts claim 1"
+                )
+                + f"; full gamma={gamma} steps gave {s.tokens_per_call:.2f} +- {half:.2f} tokens "
+                f"per call against E = {s.theory:.2f} (theory {'inside' if inside else 'OUTSIDE'} "
+                f"the 95% interval); {acceptance_text(sum(s.accepted), tested, what='tests accepted')}"
+                f" against the exact alpha {s.alpha:.3f} "
+                f"({'inside' if lo <= s.alpha <= hi else 'OUTSIDE'} the interval).",
+            )
+        )
+    return lines
+
+
+# -- 02: a sampled run's tests -----------------------------------------------------------------
+
+
+def acceptance_vs_probabilities(trace: Any) -> str:
+    """The accepted share of a sampled run's tests against the mean of their ``min(1, p/q)``:
+    inside the share's interval is what a correct rule gives (a wide interval is weak
+    evidence; notebook 05 tests the law properly)."""
+    rows = [r for s in trace.steps for r in s.positions if r.evaluated and r.draft_token >= 0]
+    if not rows:
+        return "No draft was tested: cannot compare the accepted share with min(1, p/q)."
+    k = sum(r.accepted for r in rows)
+    mean_a = float(np.mean([r.accept_prob for r in rows]))
+    lo, hi = acceptance_interval(k, len(rows))
+    agree = (
+        "inside that interval: consistent with the rule accepting at the rate its probabilities "
+        "say, at this sample size" + (" (a wide interval: weak evidence)" if hi - lo > 0.3 else "")
+        if lo <= mean_a <= hi
+        else "outside that interval: the accepted share departs from what the probabilities say "
+        "(about a 1-in-20 chance for a correct rule; notebook 05 tests it properly)"
+    )
+    return (
+        f"Over the tests: {acceptance_text(k, len(rows))}; the mean of min(1, p/q) over the same "
+        f"tests is {mean_a:.3f}, {agree}."
+    )
+
+
+# -- 04: the bug zoo ---------------------------------------------------------------------------
+
+
+def rule_outcomes(table: Any, *, n_samples: int) -> list[str]:
+    """Per row of notebook 04's table (``lossless``, ``rejected``, ``n_to_detect``), what the
+    test did: a lossless rule ``passed`` (or raised a ``false alarm``); a broken rule was
+    ``caught``, or its miss is ``cannot tell`` (its first-token TV needs more samples, or is 0
+    there) or ``missed`` (a test of this size should have seen it)."""
+    out = []
+    for r in table.itertuples():
+        if r.lossless:
+            out.append("false alarm" if r.rejected else "passed")
+        elif r.rejected:
+            out.append("caught")
+        elif not math.isfinite(r.n_to_detect) or r.n_to_detect > n_samples:
+            out.append("cannot tell")
+        else:
+            out.append("missed")
+    return out
+
+
+def bug_zoo_lines(table: Any, *, n_samples: int, level: float) -> list[ClaimLine | str]:
+    """Claim 9 from notebook 04's table: how many broken rules the test rejected, which
+    misses were beyond this size, then one line per rule (largest damage first)."""
+    outcome = dict(zip(table.verifier, rule_outcomes(table, n_samples=n_samples), strict=True))
+    broken = table[~table.lossless]
+    caught = [v for v in broken.verifier if outcome[v] == "caught"]
+    unseen = [v for v in broken.verifier if outcome[v] == "cannot tell"]
+    missed = [v for v in broken.verifier if outcome[v] == "missed"]
+    if len(caught) == len(broken):
+        verdict, tail = SUPPORTS, "supports claim 9 for every broken rule at this sample size"
+    else:
+        verdict = CONTRADICTS if missed else SUPPORTS if caught else CANNOT_TELL
+        tail = (
+            f"supports claim 9 for {len(caught)}; cannot tell at this size for {len(unseen)} whose "
+            "first-token TV needs more samples"
+            + (
+                f"; {len(missed)} missed although a first-token test of this size should see them"
+                if missed
+                else ""
+            )
+        )
+    lines: list[ClaimLine | str] = [
+        ClaimLine(
+            9,
+            verdict,
+            f"Claim 9: {len(caught)} of {len(broken)} broken rules rejected at level {level:g} "
+            f"with {n_samples} samples each: {tail}:",
+        )
+    ]
+    fates = {
+        "caught": "caught",
+        "cannot tell": "missed: cannot tell at this size",
+        "missed": "missed although a first-token test of this size should see it",
+    }
+    for r in broken.sort_values("first_token_tv", ascending=False).itertuples():
+        fate = fates[outcome[r.verifier]]
+        if np.isinf(r.n_to_detect) and outcome[r.verifier] != "caught":
+            fate = "missed: TV 0 at the first token, only later tokens could show it"
+        pval = (
+            "p = 0 (an impossible outcome was seen)"
+            if r.impossible
+            else (f"p = {r.pvalue:.2e}" if r.pvalue > 0 else "p < 1e-300 (underflow)")
+        )
+        need = (
+            f"a first-token test needs ~{r.n_to_detect:.0f} samples"
+            if np.isfinite(r.n_to_detect)
+            else "TV 0: nothing to detect at the first token"
+            if np.isinf(r.n_to_detect)
+            else "no power estimate for a TV this large"
+        )
+        lines.append(
+            f"  {r.verifier}: first-token TV {r.first_token_tv:.4f}, {pval}, {fate}; {need}"
+            f"\n    what it does: {r.what}"
+        )
+    return lines
+
+
+# -- 05: the law on a real model ---------------------------------------------------------------
+
+
+def lossless_check_line(report: Any, *, n_samples: int) -> ClaimLine:
+    """Claim 6 from a lossless ``consistency_check``: consistent (with the TV it could
+    see) supports it, inconclusive cannot tell, inconsistent contradicts it."""
+    worst = report.tests.sort_values("pvalue").iloc[0]
+    tv0 = report.tv[report.tv.position == 0].iloc[0]
+    ci = (
+        f"first-token TV estimate {tv0.estimate:.3f}, 95% bootstrap interval "
+        f"[{tv0.low:.3f}, {tv0.high:.3f}], biased up by sampling noise"
+    )
+    verdict, tail = {
+        "consistent": (SUPPORTS, f"supports claim 6 at this sample size ({ci})"),
+        "inconclusive": (CANNOT_TELL, f"cannot tell at this size whether claim 6 holds ({ci})"),
+        "inconsistent": (CONTRADICTS, f"contradicts claim 6 ({ci})"),
+    }[report.outcome]
+    return ClaimLine(
+        6,
+        verdict,
+        f"Claim 6: lossless rule, {n_samples} samples per arm, {len(report.tests)} tests: "
+        f"{outcome_phrase(report)} -- {tail}; smallest raw p = {worst.pvalue:.3g} ({worst.test}). "
+        f"{report.power_statement}",
+    )
+
+
+def negative_control_line(
+    broken: Any, *, name: str, tv: float, needed: float, n_samples: int
+) -> ClaimLine:
+    """Claim 9 from the broken rule's check: caught supports it; not caught is cannot tell
+    when the size could not see its TV, and a failed control when it could."""
+    verdict, fate = {
+        "inconsistent": (SUPPORTS, "caught: the test sees this broken rule at this sample size"),
+        "inconclusive": (CANNOT_TELL, "not caught, and this size could not tell"),
+        "consistent": (
+            CONTRADICTS,
+            "missed although a TV this size would have been seen 90% of the time",
+        ),
+    }[broken.outcome]
+    return ClaimLine(
+        9,
+        verdict,
+        f"Claim 9, negative control {name}: exact first-token TV {tv:.3f}; {outcome_phrase(broken)} "
+        f"-- {fate}; smallest Holm-adjusted p = {broken.tests.holm.min():.2e}; 90% power needs "
+        f"{needed:.0f} samples per arm (drawn: {n_samples}).",
+    )
+
+
+def greedy_check_line(greedy: Any, *, tokens: int, drafter: str, accepted: str) -> ClaimLine:
+    """Claim 7 from ``greedy_check``: every prompt identical supports it; a divergence at a
+    near tie is numerics (the claim's condition), at a clear margin a bug."""
+    g = greedy.result
+    same = sum(v == "identical" for v in g.verdicts)
+    verdict = SUPPORTS if same == g.n else CONTRADICTS if g.n_bug else CANNOT_TELL
+    tail = {
+        SUPPORTS: "supports claim 7",
+        CONTRADICTS: "contradicts claim 7: a divergence at a clear logit margin is a bug",
+        CANNOT_TELL: "the divergences sit at near ties (numerics: claim 7's condition)",
+    }[verdict]
+    return ClaimLine(
+        7,
+        verdict,
+        f"Claim 7: greedy speculative == plain greedy on {same} of {g.n} prompts ({tokens} "
+        f"tokens, {drafter}, fp32; {accepted}); numerics {g.n_numerics}, bug {g.n_bug}: {tail}.",
+    )
+
+
+def same_seed_line(same_seed: Sequence[Any], report: Any) -> ClaimLine:
+    """Claim 8: the same seed gives different text (the random numbers are consumed
+    differently) while the law test finds no difference -- both halves needed to support it."""
+    diffs = [r.first_difference for r in same_seed if not r.identical]
+    text = (
+        f"Claim 8: same seed, {len(same_seed)} seeds: {len(diffs)} speculative texts differ from "
+        "the plain text" + (f" (first differing token at {diffs})" if diffs else "")
+    )
+    if report.outcome == "consistent" and diffs:
+        return ClaimLine(
+            8,
+            SUPPORTS,
+            text + f", while the law test above found no difference it could see "
+            f"({outcome_phrase(report)}): supports claim 8.",
+        )
+    return ClaimLine(
+        8,
+        CANNOT_TELL,
+        text + f"; the law test above cannot back the 'same law' half ({outcome_phrase(report)}): "
+        "cannot tell at this size.",
+    )

@@ -78,18 +78,19 @@ def _usage_error(capsys, argv: list[str], *needles: str) -> str:
 
 
 def test_honest_pair_exits_0_and_broken_verifier_exits_1(urls, tmp_path, capsys):
-    # 100 samples can only see a first-token TV of ~0.26: asked for 0.1 the honest pair is
-    # inconclusive (exit 3), never a pass; asked for 0.3 it is consistent (exit 0)
+    # 100 samples can only see a TV of ~0.4 at position 2 (where speculation acts): asked for
+    # 0.1 the honest pair is inconclusive (exit 3), never a pass; asked for 0.7 it is
+    # consistent (exit 0)
     honest = ["--a", urls["off"], "--b", urls["on"], "--prompt", "ab"]
     weak = main(SMALL + honest + ["--out", str(tmp_path / "weak")])
     out = capsys.readouterr().out
     assert weak == 3, out
     assert "verdict: inconclusive (could not see TV < " in out
     assert "verdict: consistent" not in out
-    ok = main(SMALL + honest + ["--tv-threshold", "0.3", "--out", str(tmp_path / "ok")])
+    ok = main(SMALL + honest + ["--tv-threshold", "0.7", "--out", str(tmp_path / "ok")])
     out = capsys.readouterr().out
     assert ok == 0, out
-    assert "verdict: consistent (a first-token TV of " in out
+    assert "verdict: consistent (a position-2 TV of " in out
     bad = main(
         SMALL
         + ["--a", urls["off"], "--b", urls["broken"], "--prompt", "ab"]

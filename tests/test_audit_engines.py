@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from _engine_memo import Memo
 
 from specviz.audit import engine_audit
 from specviz.audit.cli import main as audit_main
@@ -216,33 +217,13 @@ def test_cli_runs_engines_and_refuses_mixed_arms(tmp_path, capsys):
 # ------------------------------------------------------------------------------ transformers
 
 
-class _Memo(Engine):
-    """Replays an engine's results for seeds it has already run (the plain arm, shared by the
-    audits below: seeds are a function of the arm, prompt and index)."""
-
-    def __init__(self, inner: Engine) -> None:
-        super().__init__(spec=inner.spec, label=inner.label, engine=inner.engine)
-        self.inner, self.seen = inner, {}
-        self.first_token_from_target = inner.first_token_from_target
-
-    def load(self) -> None:
-        pass
-
-    def sample(self, prompt, sampling, seeds):
-        missing = [s for s in seeds if (prompt, sampling, s) not in self.seen]
-        if missing:
-            for s, res in zip(missing, self.inner.sample(prompt, sampling, missing), strict=True):
-                self.seen[(prompt, sampling, s)] = res
-        return [self.seen[(prompt, sampling, s)] for s in seeds]
-
-
 HF_PROMPT = ["The cat sat on the mat. The dog sat on the"]
 HF = dict(n_samples=80, max_tokens=3, temperature=1.0, greedy_max_tokens=8, progress=False)
 
 
 @pytest.fixture(scope="module")
 def hf_plain():
-    return _Memo(engine_from_spec("transformers:smollm2-135m,threads=1", "A"))
+    return Memo(engine_from_spec("transformers:smollm2-135m,threads=1", "A"))
 
 
 @pytest.mark.slow

@@ -127,9 +127,15 @@ def position_tests(
 def _span(values: Sequence[float]) -> str:
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
-        return "no TV"
+        return "none"
     lo, hi = min(finite), max(finite)
     return f"{lo:.3f}" if math.isclose(lo, hi, rel_tol=0.05) else f"{lo:.3f}-{hi:.3f}"
+
+
+def _first(span: str) -> str:
+    if span == "none":
+        return "no TV is detectable there at this sample size"
+    return f"a TV of {span} would be seen there"
 
 
 def position_power_statement(
@@ -158,16 +164,17 @@ def position_power_statement(
             continue
         law = "the first 2 tokens" if t == 2 else f"the first {t} tokens"
         parts.append(f"{_span(by_t[t])} at position {t} (law of {law})")
+    parts = [p.replace("none at", "no TV at") for p in parts]
     first = _span(by_t[1])
     if first_token_control:
         tail = (
             f" Position 1 is the negative control (the engine samples it from the target "
-            f"alone): TV {first} would be seen there."
+            f"alone): {_first(first)}."
         )
     elif first_token_control is False:
-        tail = f" Position 1 goes through speculation too: TV {first} would be seen there."
+        tail = f" Position 1 goes through speculation too: {_first(first)}."
     else:
-        tail = f" Position 1: TV {first} would be seen there."
+        tail = f" Position 1: {_first(first)}."
     if not parts:
         return head, (
             f"With {n_samples} samples per {per}, a first-token TV of {first} or more would be "

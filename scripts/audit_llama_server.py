@@ -302,9 +302,9 @@ def reanalyse(out: Path) -> None:
         res = _tests(cfg, raw, np.random.default_rng(0), control)
         verdict, tests, statement, power = res[0], res[1], res[4], res[8]
         first = tests[tests.test == "token@0"]
-        s["power_statement_first_token"] = s.get("power_statement_first_token") or s[
-            "power_statement"
-        ]
+        s["power_statement_first_token"] = (
+            s.get("power_statement_first_token") or s["power_statement"]
+        )
         s["power_statement"] = statement
         s["position_power"] = power
         s["position_verdict"] = verdict
@@ -343,6 +343,13 @@ def write_table(out: Path) -> None:
                     f"{_fmt(r.get('engine_tokens_per_step'), '.2f')} / "
                     f"{_fmt(r.get('client_tokens_per_step'), '.2f')}"
                 )
+        if not acc:  # in-process audits: no load sweep; the sampled requests' own counts
+            own = [r for (arm, ph), r in phases.items() if arm == "b" and ph.startswith("samples")]
+            if own and own[0].get("response_accept_rate") is not None:
+                acc.append(f"samples: {_fmt(own[0]['response_accept_rate'], '.2f')}, -, - / -")
+        fails = (s.get("failures") or {}).get("b") or {}
+        if fails.get("failed"):
+            acc.append(f"B failed {fails['failed']} of {fails['requests']} requests")
         cells = [
             link,
             f"**{s['verdict']}**",

@@ -9,7 +9,8 @@ An engine spec is ``ENGINE:MODEL[,key=value...]``:
   its first N layers), a safetensors folder, or a folder the engine reads natively;
 * keys: ``draft=MODEL`` (``draft=target``: the target as its own draft -- the identity probe),
   ``lookup=N`` (prompt lookup / n-gram drafting), ``k=N`` (draft tokens per step),
-  ``ensemble=W`` (transformers' lossy ``assistant_ensemble_weight``), ``threads=N``,
+  ``ensemble=W`` (transformers' lossy ``assistant_ensemble_weight``), ``dtype=bfloat16``
+  (transformers), ``threads=N``,
   ``batch=N`` (OpenVINO: continuous batching), ``precision=fp32|int4|int8`` (onnxruntime),
   ``verifier=NAME`` and ``speculate=0|1`` (specviz).
 
@@ -56,7 +57,7 @@ ENGINES = {
     "specviz": "specviz",
 }
 _KEYS = {
-    "transformers": {"draft", "lookup", "ensemble", "k", "threads"},
+    "transformers": {"draft", "lookup", "ensemble", "k", "threads", "dtype"},
     "openvino": {"draft", "lookup", "k", "threads", "batch"},
     "onnxruntime-genai": {"draft", "lookup", "k", "threads", "precision"},
     "specviz": {"draft", "verifier", "k", "speculate"},

@@ -37,6 +37,7 @@ class TransformersEngine(Engine):
     ensemble: float | None = None
     k: int = 3
     threads: int | None = None
+    dtype: str = "float32"  # bfloat16 halves the memory of a Qwen pair
     engine: str = "transformers"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -60,14 +61,16 @@ class TransformersEngine(Engine):
 
         if self.threads:
             torch.set_num_threads(self.threads)
-        target = models.load_model(str(hf_folder(self.model)), progress=False)
+        target = models.load_model(str(hf_folder(self.model)), dtype=self.dtype, progress=False)
         tok = models.load_tokenizer(str(hf_folder(self.model)), progress=False)
         draft = None
         if self.draft is not None:
             if self.draft in ("target", self.model):
                 draft = _alias(target)  # the same weights, its own hooks and settings
             else:
-                draft = models.load_model(str(hf_folder(self.draft)), progress=False)
+                draft = models.load_model(
+                    str(hf_folder(self.draft)), dtype=self.dtype, progress=False
+                )
             if draft.config.vocab_size != target.config.vocab_size:
                 raise EngineError(
                     f"transformers: draft {self.draft} has vocabulary "
@@ -150,3 +153,35 @@ def _alias(model: Any) -> Any:
             setattr(alias, name, OrderedDict())
     alias.generation_config = copy.deepcopy(model.generation_config)
     return alias
+
+
+def ensemble_bias(
+    target: str,
+    draft: str,
+    prompt: str,
+    weight: float,
+    *,
+    temperature: float = 1.0,
+    dtype: str = "float32",
+) -> dict[str, float]:
+    """The exact bias of ``assistant_ensemble_weight=weight`` at the first generated token
+    (transformers' assistant drafts it from the prompt, so it goes through the ensemble rule):
+    the output law there is v = w*p + (1-w)*q, and TV(v, p) = (1-w) * TV(p, q). Returns
+    ``tv_pq`` and ``predicted_tv`` (no top-k / top-p: the prediction uses the temperature only).
+    """
+    import torch
+
+    from ... import models
+
+    tok = models.load_tokenizer(str(hf_folder(target)), progress=False)
+    ids = tok(prompt, return_tensors="pt")["input_ids"]
+    laws = []
+    for name in (target, draft):
+        model = models.load_model(str(hf_folder(name)), dtype=dtype, progress=False)
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, -1].float() / temperature
+        laws.append(torch.softmax(logits, -1))
+        del model
+    p_target, q_draft = laws
+    tv = 0.5 * float((p_target - q_draft).abs().sum())
+    return {"tv_pq": tv, "predicted_tv": (1 - weight) * tv, "weight": weight}

@@ -7,8 +7,9 @@ safetensors -> f16 GGUF -> IR, :mod:`specviz.audit.engines.convert`).
   the finding and fails the day the engine accepts identical drafts;
 * a truncated draft (the first 8 layers) runs to the end with its failures counted.
 
-Sizes as in the other in-process engine tests (60 samples x 3 tokens, one prompt); the
-broken-engine controls at these sizes are in test_audit_engines.py.
+60 samples x 4 tokens, one prompt (with 3 tokens the engine fills no per-request candidate
+count: 4 leaves room for a counted draft); the broken-engine controls at these sizes are in
+test_audit_engines.py.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from specviz.audit.engines.convert import gguf_converter, openvino_model  # noqa
 
 pytestmark = pytest.mark.slow
 
-PROMPT = ["Monday, Tuesday, Wednesday, Thursday, Friday. Monday, Tuesday,"]
-SIZE = dict(n_samples=60, max_tokens=3, temperature=1.0, greedy_max_tokens=8, progress=False)
+PROMPT = ["The cat sat on the mat. The dog sat on the"]  # repeats itself: lookup drafts
+SIZE = dict(n_samples=60, max_tokens=4, temperature=1.0, greedy_max_tokens=8, progress=False)
 
 
 @pytest.fixture(scope="module")

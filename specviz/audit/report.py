@@ -256,7 +256,10 @@ class AuditReport:
             and self.verdict != "inconsistent"
         ):
             return "inconsistent (identity probe: a draft equal to the target was rejected)"
-        return outcome_phrase(self).replace("a first-token TV", "a position-2 TV")
+        phrase = outcome_phrase(self)
+        if any(row["position"] == 2 for row in self.position_power):
+            phrase = phrase.replace("a first-token TV", "a position-2 TV")
+        return phrase
 
     @property
     def greedy_verdict(self) -> str | None:

@@ -12,9 +12,9 @@
   position 1 is the audit's negative control.
 * **Failures.** A request that raises (2026.4.1 with a draft model and sampling raises
   ``Check 'content_length <= prompt_ids.size() + m_generated_ids.size()' failed``) is a failed
-  sample, and the same pipeline serves the next request (``reload_after_failure=True`` rebuilds
-  it instead; 2026.4.1 does not give the memory of a dropped pipeline back, so that is off by
-  default).
+  sample, and the pipeline is then rebuilt (``reload_after_failure``): in 2026.4.1 every
+  request after such a failure silently stops drafting (the engine's counters read 0 drafted,
+  0 accepted), so without the rebuild the rest of the arm would measure the plain path.
 * **Batches.** ``batch > 1`` sends that many requests at once to a
   ``ContinuousBatchingPipeline`` (one config, with its own seed, per request) -- much faster on
   the CPU; per-request counters are then not available. A batch that raises is retried one
@@ -46,7 +46,7 @@ class OpenVINOEngine(Engine):
     k: int = 3
     threads: int | None = None
     batch: int = 1
-    reload_after_failure: bool = False
+    reload_after_failure: bool = True
     engine: str = "openvino"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -99,7 +99,8 @@ class OpenVINOEngine(Engine):
             cfg.do_sample = True
             cfg.temperature = sampling.temperature
             cfg.top_p = 1.0 if sampling.top_p is None else sampling.top_p
-            cfg.top_k = sampling.top_k or 0  # 0: no top-k cut
+            if sampling.top_k:  # the default is no top-k cut
+                cfg.top_k = sampling.top_k
         if self.draft is not None or self.lookup:
             cfg.num_assistant_tokens = self.k
         if self.lookup:
@@ -126,6 +127,8 @@ class OpenVINOEngine(Engine):
         if self.speculation == "off":
             return EngineSample(tokens, seconds)
         m = res.extended_perf_metrics
+        if m is None:  # prompt lookup publishes no speculative metrics
+            return EngineSample(tokens, seconds)
         drafted, accepted = int(m.get_num_draft_tokens()), int(m.get_num_accepted_tokens())
         if drafted == 0 and accepted > 0:
             # the engine filled no candidate count: its "accepted" is then its estimate from
@@ -159,8 +162,11 @@ class OpenVINOEngine(Engine):
             self.ensure_loaded()
 
     def close(self) -> None:
+        import gc
+
         self._state = {}
         self._loaded = False
+        gc.collect()  # the pipeline's memory goes back only once nothing refers to it
 
 
 def _since(t0: float) -> float:

@@ -282,6 +282,11 @@ def reanalyse(out: Path) -> None:
     from specviz.audit.run import _Raw, _tests
 
     for folder in sorted(p for p in out.iterdir() if (p / "raw.jsonl").is_file()):
+        if not (folder / "summary.json").is_file() or not (folder / "run.json").is_file():
+            continue  # unfinished
+        meta = json.loads((folder / "run.json").read_text())
+        if "audit_llama_server" not in meta.get("command", ""):
+            continue  # in-process audits carry the position-aware statement already
         s = json.loads((folder / "summary.json").read_text())
         raw = _Raw(None)
         lines = (folder / "raw.jsonl").read_text().splitlines()[1:]

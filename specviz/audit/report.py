@@ -393,7 +393,7 @@ class AuditReport:
                 "B is a deliberately lossy mode: an honest audit must flag it (a lossy control)"
             )
         for arm, speed in sorted(self.speeds.items()):
-            lines.append(f"speed {arm.upper()}: {speed:.1f} tokens/s (one request at a time)")
+            lines.append(f"speed {arm.upper()}: {speed:.1f} tokens/s (sampled tokens / seconds)")
         if self.greedy is not None:
             lines.append(
                 f"greedy (T=0): {self.greedy_verdict}; exact match {self.greedy.exact_match_rate:.0%}"

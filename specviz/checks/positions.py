@@ -163,8 +163,9 @@ def position_power_statement(
         if t == 1:
             continue
         law = "the first 2 tokens" if t == 2 else f"the first {t} tokens"
-        parts.append(f"{_span(by_t[t])} at position {t} (law of {law})")
-    parts = [p.replace("none at", "no TV at") for p in parts]
+        span = _span(by_t[t])
+        what = "no TV is detectable" if span == "none" else f"a TV of {span}"
+        parts.append(f"{what} at position {t} (law of {law})")
     first = _span(by_t[1])
     if first_token_control:
         tail = (
@@ -183,8 +184,8 @@ def position_power_statement(
             f"starts at position 2 they cannot see it; raise max_tokens."
         )
     return head, (
-        f"With {n_samples} samples per {per}, a TV of " + ", ".join(parts) + " or more would "
-        "be detected with 90% probability, where speculation acts (a TV of the law of the "
+        f"With {n_samples} samples per {per}, where speculation acts: " + "; ".join(parts)
+        + " (each: or more would be detected with 90% probability; the TV of the law of the "
         "first t tokens is the mean TV of token t given the tokens before it; alpha="
         f"{alpha}, two-sample Pearson, before the Holm correction over {n_tests} tests)." + tail
     )

@@ -399,3 +399,17 @@ def test_audit_from_python_takes_a_single_prompt_string_as_one_prompt(urls):
                    load_levels=(), greedy=False, progress=False)  # fmt: skip
     assert report.config.prompts == ("abcab",)
     assert set(report.tests.prompt) == {0}
+
+
+def test_identity_probe_over_http_checks_the_greedy_acceptance(urls, tmp_path, capsys):
+    """--identity-probe over HTTP: B's greedy acceptance (from its /metrics) must be exactly 1.
+    The toy server's draft is not its target, so the probe must fail (exit 1) even though the
+    law is kept; the same pair without the flag is not 'inconsistent'."""
+    argv = ["--n-samples", "100", "--max-tokens", "3", "--load-levels", "", "--quiet"]
+    argv += ["--greedy-max-tokens", "8", "--tv-threshold", "0.9", "--prompt", "ab"]
+    argv += ["--a", urls["off"], "--b", urls["on"]]
+    assert main(argv + ["--out", str(tmp_path / "plain")]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--identity-probe", "--out", str(tmp_path / "probe")]) == 1
+    out = capsys.readouterr().out
+    assert "identity probe (draft = target): FAILED" in out and "greedy T=0" in out

@@ -184,7 +184,8 @@ def position_power_statement(
             f"starts at position 2 they cannot see it; raise max_tokens."
         )
     return head, (
-        f"With {n_samples} samples per {per}, where speculation acts: " + "; ".join(parts)
+        f"With {n_samples} samples per {per}, where speculation acts: "
+        + "; ".join(parts)
         + " (each: or more would be detected with 90% probability; the TV of the law of the "
         "first t tokens is the mean TV of token t given the tokens before it; alpha="
         f"{alpha}, two-sample Pearson, before the Holm correction over {n_tests} tests)." + tail

@@ -144,12 +144,15 @@ class Engine:
         out = []
         for seed in seeds:
             t0 = time.perf_counter()
+            message = None
             try:
                 out.append(self.sample_one(prompt, sampling, int(seed)))
             except (KeyboardInterrupt, MemoryError):
                 raise
             except Exception as err:  # noqa: BLE001 - a failed request is a finding
                 message = f"{type(err).__name__}: {str(err).strip()[:500]}"
+            if message is not None:
+                # outside the except block: its traceback would keep the old pipeline alive
                 out.append(EngineSample((), time.perf_counter() - t0, error=message))
                 self.after_failure()
         return out

@@ -149,6 +149,8 @@ class OpenVINOEngine(Engine):
                     [self._ids(prompt)] * len(chunk), [self._config(sampling, s) for s in chunk]
                 )
             except RuntimeError:
+                res = None
+            if res is None:
                 self.after_failure()  # find which request fails, one at a time
                 out += super().sample(prompt, sampling, chunk)
                 continue

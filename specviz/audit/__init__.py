@@ -1,5 +1,6 @@
-"""Audit a serving engine over its OpenAI-compatible API: does speculation change the output
-law, and at which load does it stop paying?
+"""Audit a serving engine over its OpenAI-compatible API -- or in-process (OpenVINO GenAI,
+onnxruntime-genai, transformers: :mod:`specviz.audit.engines`) -- does speculation change the
+output law, and at which load does it stop paying?
 
 :func:`audit` compares two endpoints (or two configurations of one server): ``a`` with
 speculative decoding off (the reference) and ``b`` with it on. What it does, step by step,
@@ -20,6 +21,8 @@ from __future__ import annotations
 from .client import AuditError, Endpoint
 from .config import ARMS, AuditConfig
 from .counters import EngineCounters
+from .engines import Engine, EngineError, engine_from_spec
+from .inprocess import engine_audit, identity_probe
 from .report import AuditCrossover, AuditReport
 from .run import audit, run_audit
 
@@ -29,8 +32,13 @@ __all__ = [
     "AuditCrossover",
     "AuditError",
     "AuditReport",
+    "Engine",
     "EngineCounters",
+    "EngineError",
     "Endpoint",
     "audit",
+    "engine_audit",
+    "engine_from_spec",
+    "identity_probe",
     "run_audit",
 ]

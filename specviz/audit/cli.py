@@ -5,6 +5,12 @@ Example (llama.cpp without / with prompt lookup on two ports)::
     specviz audit --a http://127.0.0.1:8080 --b http://127.0.0.1:8081 \\
         --prompt "Once upon a time" --n-samples 300 --max-tokens 4 --out audit-out
 
+In-process engines (OpenVINO GenAI, onnxruntime-genai, transformers) take a spec instead of a
+URL, and ``--identity-probe`` runs the target as its own draft::
+
+    specviz audit --a openvino:smollm2-135m --b openvino:smollm2-135m,draft=smollm2-135m@8 ...
+    specviz audit --identity-probe --a openvino:qwen2.5-coder-0.5b ...
+
 Exit status (so CI can gate on it):
 
 * 0 -- consistent: no test rejected, and a first-token TV of ``--tv-threshold`` would have
@@ -62,8 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="Does an OpenAI-compatible server's speculative decoding keep the output "
         "distribution, and at which load does it pay? A = speculation off, B = on.",
     )
-    ap.add_argument("--a", required=True, help="base URL of the reference (speculation off)")
-    ap.add_argument("--b", required=True, help="base URL with speculation on")
+    ap.add_argument(
+        "--a",
+        required=True,
+        help="the reference (speculation off): a base URL, or an in-process engine spec "
+        "ENGINE:MODEL[,key=value...] (ENGINE: transformers, openvino, onnxruntime, specviz), "
+        "e.g. openvino:smollm2-135m",
+    )
+    ap.add_argument(
+        "--b",
+        default=None,
+        help="speculation on: a base URL or an engine spec, e.g. "
+        "openvino:smollm2-135m,draft=smollm2-135m@8 (with --identity-probe and an engine "
+        "--a: derived from it)",
+    )
+    ap.add_argument(
+        "--identity-probe",
+        action="store_true",
+        help="B runs the target as its own draft (llama-server -md equal to -m; for an engine "
+        "--a, B is built that way): a lossless engine accepts every drafted token (acceptance "
+        "exactly 1) and keeps the law; a lower acceptance is 'inconsistent' (exit 1)",
+    )
     ap.add_argument("--model-a", default=None, help="model id to request from A")
     ap.add_argument("--model-b", default=None, help="model id to request from B")
     ap.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
@@ -194,14 +219,29 @@ def _settings(args: argparse.Namespace) -> tuple[list[str], dict]:
         extra = None
     if not isinstance(extra, dict):
         raise _UsageError(f"--extra must be a JSON object, got {args.extra!r}")
+    from .engines import identity_spec, is_engine_spec
+
+    engines = [is_engine_spec(x) for x in (args.a, args.b) if x is not None]
+    if args.b is None:
+        if not (args.identity_probe and engines and engines[0]):
+            raise _UsageError("give --b (or --identity-probe with an engine spec as --a)")
+        args.b = identity_spec(args.a)
+        engines.append(True)
+    if any(engines) and not all(engines):
+        raise _UsageError(
+            "--a and --b must both be URLs or both be in-process engine specs (ENGINE:MODEL,...)"
+        )
     for flag, url in (
-        ("--a", args.a),
-        ("--b", args.b),
+        ("--a", None if engines[0] else args.a),
+        ("--b", None if engines[0] else args.b),
         ("--metrics-a", args.metrics_a),
         ("--metrics-b", args.metrics_b),
     ):
         if url is not None and not url.startswith(("http://", "https://")):
-            raise _UsageError(f"{flag} must be an http:// or https:// URL, got {url!r}")
+            raise _UsageError(
+                f"{flag} must be an http:// or https:// URL or an engine spec "
+                f"(ENGINE:MODEL[,key=value...]), got {url!r}"
+            )
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise _UsageError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
     if args.ca_bundle is not None and not Path(args.ca_bundle).is_file():
@@ -248,10 +288,27 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(_flag_message(str(err)))
     verify: bool | str = False if args.insecure else (args.ca_bundle or True)
     common = dict(api_key=args.api_key, verify=verify, timeout=args.timeout, extra=extra)
+    from .engines import engine_from_spec, is_engine_spec
+
+    if is_engine_spec(args.a):
+        try:
+            ea, eb = engine_from_spec(args.a, "A"), engine_from_spec(args.b, "B")
+        except ValueError as err:
+            return _fail(str(err))
+        return _run_engines(ea, eb, cfg, args)
     a = Endpoint(args.a, model=args.model_a, label="A", metrics_url=args.metrics_a, **common)
     b = Endpoint(args.b, model=args.model_b, label="B", metrics_url=args.metrics_b, **common)
     try:
-        report = asyncio.run(run_audit(a, b, cfg, out_dir=args.out, progress=not args.quiet))
+        report = asyncio.run(
+            run_audit(
+                a,
+                b,
+                cfg,
+                out_dir=args.out,
+                progress=not args.quiet,
+                identity_probe=args.identity_probe,
+            )
+        )
     except AuditError as err:
         # connection, TLS, timeout, HTTP, model mismatch, no logprobs, a foreign raw file
         return _fail(str(err))
@@ -269,6 +326,43 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception:
         # A bug, not a verdict: show the traceback, and never exit 0 or 1.
+        traceback.print_exc()
+        return _fail("internal error (the traceback above; please report it)")
+    print(report.summary())
+    print(f"report: {args.out / 'report.html'}  raw results: {args.out / 'raw.jsonl'}")
+    return {"consistent": 0, "inconsistent": 1}.get(report.outcome, 3)
+
+
+def _run_engines(ea, eb, cfg, args: argparse.Namespace) -> int:
+    """In-process engines: the same report, raw file, resume and exit statuses."""
+    from dataclasses import replace
+
+    from .client import AuditError
+    from .inprocess import run_engine_audit
+
+    try:
+        report = run_engine_audit(
+            ea,
+            eb,
+            replace(cfg, load_levels=()),
+            out_dir=args.out,
+            progress=not args.quiet,
+            identity=args.identity_probe,
+        )
+    except AuditError as err:  # EngineError: not installed, does not convert, crashes
+        return _fail(str(err))
+    except OSError as err:
+        if err.filename is None:
+            return _fail(f"{type(err).__name__}: {err}")
+        return _fail(f"cannot write the results to {args.out}: {err.filename}: {err.strerror}")
+    except KeyboardInterrupt:
+        print(
+            f"specviz audit: interrupted; complete results are saved in {args.out / 'raw.jsonl'}"
+            " (rerun the same command to resume)",
+            file=sys.stderr,
+        )
+        return 130
+    except Exception:
         traceback.print_exc()
         return _fail("internal error (the traceback above; please report it)")
     print(report.summary())

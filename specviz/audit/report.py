@@ -131,6 +131,22 @@ class AuditReport:
     shared_server: bool = False  # A and B are one server: its counters cover both
     # why the logprob tests were skipped (a server reported logprobs it did not compute)
     logprob_note: str | None = None
+    # per prompt and position (1-based): samples per arm, smallest TV seen with 90% power
+    position_power: tuple[dict[str, Any], ...] = ()
+    # True: the engine samples the first token from the target alone, so token@0 is the
+    # harness's negative control; False: it is speculated too; None: not known
+    first_token_control: bool | None = None
+    # per arm: requests, failed, first error (in-process engines: a failure is an outcome)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the identity-draft probe (B = A with the target as its own draft): acceptance must be 1
+    identity_probe: bool = False
+    sampled_draft: bool | None = None  # B drafts by sampling q (then sampled acceptance is 1 too)
+    greedy_margins_known: bool = True  # False: no logprobs, a greedy divergence is unexplained
+    speeds: dict[str, float] = field(default_factory=dict)  # per arm: tokens/s (in-process)
+    lossy: bool = False  # B is a deliberately lossy mode (it must be caught)
+    # per prompt: the first token's homogeneity p over completed requests only (a failed
+    # request has no first token; in-process audits, where failures are outcomes)
+    first_token_pvalues: tuple[float, ...] = ()
 
     @property
     def crossovers(self) -> tuple[AuditCrossover, ...]:
@@ -226,23 +242,148 @@ class AuditReport:
     @property
     def outcome(self) -> str:
         """``verdict`` with its power, as :attr:`ConsistencyReport.outcome`: "inconsistent" (a
-        test rejected), "consistent" (none did, and a first-token TV of ``tv_threshold`` would
-        have been seen with 90% probability) or "inconclusive" (none did, but these samples
-        could only see a larger TV: no evidence that B keeps A's law)."""
+        test rejected, or the identity probe's acceptance is not 1), "consistent" (none did, and
+        a TV of ``tv_threshold`` at position 2 -- where speculation acts -- would have been seen
+        with 90% probability) or "inconclusive" (none did, but these samples could only see a
+        larger TV: no evidence that B keeps A's law)."""
+        if self.identity_probe and self.identity_outcome == "fail":
+            return "inconsistent"
         return power_outcome(self.verdict, self.min_detectable_tv, self.config.tv_threshold)
 
     @property
     def verdict_line(self) -> str:
         """The outcome as a phrase, e.g. "inconclusive (could not see TV < 0.261)"."""
-        return outcome_phrase(self)
+        if (
+            self.identity_probe
+            and self.identity_outcome == "fail"
+            and self.verdict != "inconsistent"
+        ):
+            return "inconsistent (identity probe: a draft equal to the target was rejected)"
+        phrase = outcome_phrase(self)
+        if any(row["position"] == 2 for row in self.position_power):
+            phrase = phrase.replace("a first-token TV", "a position-2 TV")
+        return phrase
 
     @property
     def greedy_verdict(self) -> str | None:
         if self.greedy is None:
             return None
         if "bug" in self.greedy.verdicts:
-            return "bug"
+            return "bug" if self.greedy_margins_known else "diverged"
         return "numerics" if "numerics" in self.greedy.verdicts else "identical"
+
+    # ---------------------------------------------------------------- positions, controls
+    def first_token_line(self) -> str | None:
+        """The first token's test (token@0) as the harness's negative control."""
+        rows = self.tests[self.tests.test == "token@0"] if len(self.tests) else self.tests
+        if not len(rows):
+            return None
+        p = float(rows.pvalue.min())
+        worst = int(rows.loc[rows.pvalue.idxmin(), "prompt"])
+        completed = ""
+        if self.first_token_pvalues and any(f.get("failed") for f in self.failures.values()):
+            p = min(self.first_token_pvalues)
+            worst = self.first_token_pvalues.index(p)
+            completed = ", completed requests only"
+        if self.first_token_control:
+            ok = p >= self.alpha / len(rows)
+            state = "passed" if ok else "FAILED"
+            why = (
+                "it must be consistent: the engine samples the first token from the target alone"
+                if ok
+                else "the two arms differ before speculation acts: check that they run the same "
+                "model, weights, tokenizer and sampling settings"
+            )
+            return (
+                f"first-token control (position 1, token@0): {state}, smallest p = {p:.3g} "
+                f"(prompt {worst}, {len(rows)} prompts, Bonferroni at alpha={self.alpha}"
+                f"{completed}); {why}"
+            )
+        how = "is speculated too" if self.first_token_control is False else "may be speculated"
+        return f"first token (position 1, token@0): smallest p = {p:.3g}; it {how} in this engine"
+
+    def failure_line(self) -> str | None:
+        """Failed requests per arm (counted as an outcome of their own in the tests)."""
+        parts = []
+        for arm, f in sorted(self.failures.items()):
+            if not f.get("failed"):
+                continue
+            rate = f["failed"] / max(1, f["requests"])
+            parts.append(
+                f"{arm.upper()} {f['failed']} of {f['requests']} requests ({rate:.1%}); first: "
+                f"{f['first']}"
+            )
+        if not parts:
+            if self.failures:
+                return "failures: none (every request completed)"
+            return None
+        return "failures (each counted as an outcome '<failed>' in the token tests): " + "; ".join(
+            parts
+        )
+
+    def identity_rows(self) -> list[dict[str, Any]]:
+        """B's acceptance per phase with what a lossless engine must show when the draft is
+        the target: 1 at T=0 always; 1 when sampling too, where drafts are sampled from q."""
+        rows = []
+        phases = set(self.response_counters.get("b", {})) | set(self.engine_counters.get("b", {}))
+        for phase in sorted(phases):
+            if phase.startswith("load"):
+                continue
+            own = self.response_counters.get("b", {}).get(phase, {})
+            eng = self.engine_counters.get("b", {}).get(phase)
+            if own.get("draft_tokens"):
+                drafted, accepted, where = own["draft_tokens"], own["accepted"], "responses"
+            elif eng is not None and eng.draft_tokens:
+                drafted, accepted, where = eng.draft_tokens, eng.accepted, "engine /metrics"
+            else:
+                continue
+            greedy = phase.startswith("greedy")
+            expect = 1.0 if greedy or self.sampled_draft else None
+            rate = accepted / drafted if drafted else math.nan
+            rows.append(
+                dict(
+                    phase=phase,
+                    drafted=drafted,
+                    accepted=accepted,
+                    rate=rate,
+                    expected=expect,
+                    ok=None if expect is None else accepted == drafted,
+                    source=where,
+                )
+            )
+        return rows
+
+    @property
+    def identity_outcome(self) -> str | None:
+        """'pass' / 'fail' / 'no counters' for the identity probe (None when not a probe)."""
+        if not self.identity_probe:
+            return None
+        checked = [r for r in self.identity_rows() if r["ok"] is not None]
+        if not checked:
+            return "no counters"
+        return "pass" if all(r["ok"] for r in checked) else "fail"
+
+    def identity_line(self) -> str | None:
+        if not self.identity_probe:
+            return None
+        bits = []
+        for r in self.identity_rows():
+            need = "" if r["expected"] is None else " (must be 1)"
+            bits.append(
+                f"{r['phase']}: {r['accepted']}/{r['drafted']} = {r['rate']:.3f}{need} "
+                f"[{r['source']}]"
+            )
+        head = {
+            "pass": "passed: every drafted token was accepted and the law is tested above",
+            "fail": "FAILED: a lossless engine accepts every token of a draft equal to the target",
+            "no counters": "no acceptance counts (the engine reports none); the law is tested above",
+        }[self.identity_outcome or "no counters"]
+        return f"identity probe (draft = target): {head}" + (
+            "; acceptance " + "; ".join(bits) if bits else ""
+        )
+
+    def power_rows(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.position_power]
 
     def summary(self) -> str:
         a, b = self.endpoints
@@ -253,6 +394,15 @@ class AuditReport:
             f"smallest adjusted p = {worst.holm:.3g} ({worst.test}, prompt {worst.prompt}).",
             self.power_statement,
         ]
+        lines += [
+            x for x in (self.first_token_line(), self.identity_line(), self.failure_line()) if x
+        ]
+        if self.lossy:
+            lines.append(
+                "B is a deliberately lossy mode: an honest audit must flag it (a lossy control)"
+            )
+        for arm, speed in sorted(self.speeds.items()):
+            lines.append(f"speed {arm.upper()}: {speed:.1f} tokens/s (sampled tokens / seconds)")
         if self.greedy is not None:
             lines.append(
                 f"greedy (T=0): {self.greedy_verdict}; exact match {self.greedy.exact_match_rate:.0%}"
@@ -354,6 +504,15 @@ class AuditReport:
             },
             "response_counters": self.response_counters,
             "acceptance": self.acceptance_rows(),
+            "position_power": self.power_rows(),
+            "first_token_control": self.first_token_control,
+            "first_token": self.first_token_line(),
+            "failures": self.failures,
+            "identity_probe": self.identity_probe,
+            "identity_outcome": self.identity_outcome,
+            "identity": self.identity_rows(),
+            "speeds": self.speeds,
+            "lossy": self.lossy,
             "api": self.config.api,
             "endpoints": [asdict(e) | {"api_key": None} for e in self.endpoints],
             "seconds": self.seconds,

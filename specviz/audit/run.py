@@ -60,7 +60,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..checks.report import power_statement, result_row
+from ..checks.positions import position_power_statement, position_tests
+from ..checks.report import result_row
 from ..checks.report import verdict as report_verdict
 from ..checks.sequences import LogprobNumerics, sequence_tests
 from .client import AuditError, Completion, Endpoint, complete, preflight, stream
@@ -303,16 +304,19 @@ async def _sample(
 # ------------------------------------------------------------------------------ statistics
 
 
-def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
+def _tests(
+    cfg: AuditConfig, raw: _Raw, rng: np.random.Generator, first_token_control: bool | None = True
+):
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
     tv_rows: list[dict[str, Any]] = []
-    mdts: list[float] = []
+    power: list = []
     numerics: list[LogprobNumerics | None] = []
     first: tuple = ((), np.zeros(0), np.zeros(0))
     logprob_note = None
-    use_logprobs = cfg.outcome == "tokens"
+    # in-process engines report no logprobs: nothing to compare
+    use_logprobs = cfg.outcome == "tokens" and all(r["logprobs"] for r in raw.samples.values())
     if use_logprobs:
         bad = []
         for arm in ARMS:
@@ -354,7 +358,15 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
         for name, res in seq_tests.results:
             add(name, res)
         tv_rows += [dict(prompt=pi, **row) for row in seq_tests.tv]
-        mdts.append(seq_tests.min_detectable_tv)
+        # where speculation acts: positions 2.. (the joint law of the first t tokens, token t
+        # given its prefix) and the power at every position
+        skip = {cfg.max_tokens} | ({2} if cfg.max_tokens > 2 else set())
+        pos_results, pos_power = position_tests(
+            seq["a"], seq["b"], cfg.max_tokens, alpha=cfg.alpha, skip_joint=tuple(skip)
+        )
+        for name, res in pos_results:
+            add(name, res)
+        power.append(pos_power)
         if pi == 0:
             first = seq_tests.first_counts
 
@@ -365,9 +377,15 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
             "(raise the temperature or max_tokens, or use prompts with an uncertain next token)"
         )
     verdict = report_verdict(tests, cfg.alpha)
-    mdt, statement = power_statement(
-        mdts, cfg.n_samples, cfg.alpha, len(tests), per="configuration and prompt"
+    mdt, statement = position_power_statement(
+        power,
+        cfg.n_samples,
+        cfg.alpha,
+        len(tests),
+        per="configuration and prompt",
+        first_token_control=first_token_control,
     )
+    power_rows = [dict(prompt=pi, **vars(row)) for pi, rows in enumerate(power) for row in rows]
     return (
         verdict,
         tests,
@@ -377,6 +395,7 @@ def _tests(cfg: AuditConfig, raw: _Raw, rng: np.random.Generator):
         first,
         tuple(numerics),
         logprob_note,
+        power_rows,
     )
 
 
@@ -541,9 +560,17 @@ def _as_endpoint(x: Endpoint | str, label: str) -> Endpoint:
 
 
 async def run_audit(
-    a: Endpoint, b: Endpoint, cfg: AuditConfig, *, out_dir: str | Path | None, progress: bool
+    a: Endpoint,
+    b: Endpoint,
+    cfg: AuditConfig,
+    *,
+    out_dir: str | Path | None,
+    progress: bool,
+    identity_probe: bool = False,
 ) -> AuditReport:
-    """The async core of :func:`audit` (for callers that already run an event loop)."""
+    """The async core of :func:`audit` (for callers that already run an event loop).
+    ``identity_probe``: B serves the target as its own draft (llama-server ``-md`` equal to
+    ``-m``), so its greedy acceptance must be exactly 1."""
     t0 = time.perf_counter()
     if a.name == b.name:
         b = Endpoint(**{**asdict(b), "label": b.name + " (B)"})
@@ -556,7 +583,7 @@ async def run_audit(
     counters = _Counters()
     await _sample(cfg, eps, raw, progress, greedy_lp, counters)
     rng = np.random.default_rng(cfg.seed)
-    verdict, tests, tv, mdt, statement, first, numerics, logprob_note = _tests(cfg, raw, rng)
+    verdict, tests, tv, mdt, statement, first, numerics, logprob_note, power = _tests(cfg, raw, rng)
     greedy, gaps = _greedy(cfg, raw) if cfg.greedy else (None, ())
     load = await _load_sweep(cfg, eps, progress, counters) if cfg.load_levels else None
     report = AuditReport(
@@ -581,6 +608,9 @@ async def run_audit(
         response_counters=counters.own_summary(),
         shared_server=a.metrics_endpoint() == b.metrics_endpoint(),
         logprob_note=logprob_note,
+        position_power=tuple(power),
+        first_token_control=True,
+        identity_probe=identity_probe,
     )
     if out is not None:
         report.to_html(out / "report.html")
@@ -601,6 +631,10 @@ def audit(
 ) -> AuditReport:
     """Audit ``b`` (speculation on) against ``a`` (speculation off); see the module docstring.
 
+    ``a`` and ``b`` may also be in-process engines (:mod:`specviz.audit.engines`: an
+    ``Engine`` or a spec such as ``"openvino:smollm2-135m,draft=target"``); see
+    :func:`specviz.audit.inprocess.engine_audit`.
+
     ``settings`` are :class:`AuditConfig` fields (``n_samples``, ``max_tokens``,
     ``temperature``, ``alpha``, ``concurrency``, ``load_levels`` ...). With ``out_dir`` the raw
     results go to ``out_dir/raw.jsonl`` (an interrupted run resumes from it) and the report to
@@ -611,6 +645,12 @@ def audit(
     >>> report.verdict  # doctest: +SKIP
     'consistent'
     """
+    from .engines import Engine, is_engine_spec
+
+    if any(isinstance(x, Engine) or (isinstance(x, str) and is_engine_spec(x)) for x in (a, b)):
+        from .inprocess import engine_audit  # in-process engines: the same report design
+
+        return engine_audit(a, b, prompts, out_dir=out_dir, progress=progress, **settings)
     cfg = AuditConfig(prompts=prompts, **settings)  # a str is one prompt, not its characters
     ea, eb = _as_endpoint(a, "A"), _as_endpoint(b, "B")
     return asyncio.run(run_audit(ea, eb, cfg, out_dir=out_dir, progress=progress))

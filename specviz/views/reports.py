@@ -259,6 +259,29 @@ def audit_html(report: Any, path: str | Path) -> Path:
         f"<pre>{html.escape(report.summary())}</pre>",
         f"<p><b>Power.</b> {html.escape(report.power_statement)}</p>",
     ]
+    power_rows = report.power_rows() if hasattr(report, "power_rows") else []
+    if power_rows:
+        import pandas as pd
+
+        parts.append(
+            "<h2>Power per position</h2><p>Smallest TV of the law of the first t tokens "
+            "(position t) detected with 90% probability, per prompt; position 1 is the first "
+            "token.</p>"
+        )
+        table = pd.DataFrame(power_rows).pivot(
+            index="prompt", columns="position", values="min_detectable_tv"
+        )
+        parts.append(table.to_html(float_format="%.3f"))
+    for line in (
+        report.first_token_line() if hasattr(report, "first_token_line") else None,
+        report.identity_line() if hasattr(report, "identity_line") else None,
+        report.failure_line() if hasattr(report, "failure_line") else None,
+    ):
+        if line:
+            parts.append(
+                f"<p><b>{html.escape(line.split(':', 1)[0])}:</b>"
+                f"{html.escape(line.split(':', 1)[1])}</p>"
+            )
     if getattr(report, "logprob_note", None):
         parts.append(f"<p><b>Reported logprobs.</b> {html.escape(report.logprob_note)}</p>")
     crossovers = getattr(report, "crossovers", ())

@@ -1,0 +1,226 @@
+"""The in-process engine audits whose reports are committed under ``reports/audit/`` -- one
+command each (``--n-samples`` / ``--prompts`` shrink them for a quick run)::
+
+    .venv/bin/python scripts/audit_engines.py ov-qwen-draft      # OpenVINO, Qwen 1.5B +- 0.5B draft
+    .venv/bin/python scripts/audit_engines.py ov-qwen-lookup     # OpenVINO, prompt lookup
+    .venv/bin/python scripts/audit_engines.py ov-qwen-identity   # OpenVINO, 0.5B as its own draft
+    .venv/bin/python scripts/audit_engines.py ort-qwen-draft     # onnxruntime-genai, Qwen pair
+    .venv/bin/python scripts/audit_engines.py hf-qwen-assisted   # transformers assisted generation
+    .venv/bin/python scripts/audit_engines.py hf-qwen-ensemble   # ... assistant_ensemble_weight=0.5
+    .venv/bin/python scripts/audit_engines.py smollm2-<engine>-<mode>   # the SmolLM2 versions
+    .venv/bin/python scripts/audit_engines.py list
+
+Each runs :func:`specviz.audit.engine_audit` (A = the engine without speculation, B = with it;
+temperature 1, no top-k/top-p, Holm at alpha 0.01), writes ``reports/audit/<name>/``
+(``report.html``, ``summary.json``, ``raw.jsonl``, ``run.json`` with the command, wall and CPU
+seconds, peak RSS and what else ran) and regenerates ``reports/audit/README.md``. An interrupted
+audit resumes from its raw file (rerun the same command; ``--fresh`` starts over).
+
+Sizes: ov-qwen-lookup is sized to see a TV of 0.05 at position 2 (4000 samples per arm on a
+prompt whose first two tokens have few likely values) and is the benchmark of that bar; the
+others run their speculative arm one request at a time and are smaller -- each report states
+the TV it could see at each position. The Qwen audits convert their models on
+first use (OpenVINO IR f16, onnxruntime-genai int4) and must run under the big-model lock on a
+shared machine: ``flock /work/helpers/big.lock nice -n 10 .venv/bin/python scripts/...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from audit_llama_server import _write_json, write_table  # noqa: E402
+
+from specviz.audit import engine_audit  # noqa: E402
+from specviz.audit.engines import identity_spec  # noqa: E402
+
+# First token nearly certain, second uncertain: the law of the first two tokens has few
+# outcomes, so a TV of 0.05 at position 2 is within reach of a few thousand samples.
+QWEN_PROMPTS = ["def fibonacci(n):\n    ", "import numpy as np\n\ndef normalize(x):\n    "]
+SMOLLM2_PROMPTS = ["The cat sat on the mat. The dog sat on the"]
+LOOKUP_PROMPTS = [
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"
+]
+
+Q15, Q05, SMOL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"
+AUDITS: dict[str, dict[str, Any]] = {
+    # The benchmark of the bar "TV 0.05 at position 2 within 20 minutes on 2 cores": both arms
+    # in batches of 32 (ContinuousBatchingPipeline; prompt lookup batches, a draft model does
+    # not: its batches raise), one prompt, 4000 samples per arm.
+    "ov-qwen-lookup": dict(
+        title="OpenVINO GenAI: Qwen2.5-Coder-1.5B without vs with prompt lookup",
+        a=f"openvino:{Q15},threads=2,batch=32",
+        b=f"openvino:{Q15},lookup=3,threads=2,batch=32",
+        prompts=LOOKUP_PROMPTS,
+        n_samples=4000,
+    ),
+    # B runs one request at a time (per-request counters; batches raise): fewer samples
+    "ov-qwen-draft": dict(
+        title="OpenVINO GenAI: Qwen2.5-Coder-1.5B without vs with the 0.5B draft model",
+        a=f"openvino:{Q15},threads=2,batch=32",
+        b=f"openvino:{Q15},draft={Q05},threads=2",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=1500,
+        max_tokens=4,
+    ),
+    "ov-qwen-identity": dict(
+        title="OpenVINO GenAI identity probe: Qwen2.5-Coder-0.5B as its own draft",
+        a=f"openvino:{Q05},threads=2,batch=32",
+        b=f"openvino:{Q05},threads=2,draft=target",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=1000,
+        max_tokens=4,
+        identity=True,
+    ),
+    "ort-qwen-draft": dict(
+        title="onnxruntime-genai (int4): Qwen2.5-Coder-1.5B without vs with the 0.5B draft",
+        a=f"onnxruntime:{Q15},precision=int4,threads=2",
+        b=f"onnxruntime:{Q15},draft={Q05},precision=int4,threads=2",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=1500,
+    ),
+    "hf-qwen-assisted": dict(
+        title="transformers: Qwen2.5-Coder-1.5B without vs with assistant_model=0.5B (bf16)",
+        a=f"transformers:{Q15},dtype=bfloat16,threads=2",
+        b=f"transformers:{Q15},draft={Q05},dtype=bfloat16,threads=2",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=800,
+    ),
+    "hf-qwen-ensemble": dict(
+        title="transformers: assistant_ensemble_weight=0.5 with the Qwen pair (lossy: must be caught)",
+        a=f"transformers:{Q15},dtype=bfloat16,threads=2",
+        b=f"transformers:{Q15},draft={Q05},ensemble=0.5,dtype=bfloat16,threads=2",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=400,
+        ensemble=(Q15, Q05, 0.5, "bfloat16"),
+    ),
+}
+for engine in ("openvino", "onnxruntime", "transformers"):
+    key = (
+        engine.replace("openvino", "ov").replace("onnxruntime", "ort").replace("transformers", "hf")
+    )
+    base = f"{engine}:{SMOL},threads=1"
+    AUDITS[f"smollm2-{key}-identity"] = dict(
+        title=f"{engine}: SmolLM2-135M identity probe (the model as its own draft)",
+        a=base, b=identity_spec(base), prompts=SMOLLM2_PROMPTS, n_samples=400, identity=True,
+        max_tokens=4,
+    )  # fmt: skip
+    AUDITS[f"smollm2-{key}-draft"] = dict(
+        title=f"{engine}: SmolLM2-135M without vs with a truncated draft (its first 8 layers)",
+        a=base, b=f"{base},draft={SMOL}@8", prompts=SMOLLM2_PROMPTS, n_samples=400,
+        max_tokens=4,
+    )  # fmt: skip
+AUDITS["smollm2-hf-ensemble"] = dict(
+    title="transformers: SmolLM2-135M, assistant_ensemble_weight=0.5 with the truncated draft",
+    a=f"transformers:{SMOL},threads=1",
+    b=f"transformers:{SMOL},draft={SMOL}@8,ensemble=0.5,threads=1",
+    prompts=SMOLLM2_PROMPTS,
+    n_samples=400,
+    ensemble=(SMOL, f"{SMOL}@8", 0.5, "float32"),
+)
+AUDITS["smollm2-ov-lookup"] = dict(
+    title="OpenVINO GenAI: SmolLM2-135M without vs with prompt lookup",
+    a=f"openvino:{SMOL},threads=1",
+    b=f"openvino:{SMOL},lookup=3,threads=1",
+    prompts=LOOKUP_PROMPTS,
+    n_samples=400,
+)
+
+
+def run(name: str, args: argparse.Namespace) -> None:
+    spec = AUDITS[name]
+    out = args.out / name
+    if args.fresh:
+        shutil.rmtree(out, ignore_errors=True)
+    n = args.n_samples or spec["n_samples"]
+    prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
+    t0, c0 = time.perf_counter(), time.process_time()
+    report = engine_audit(
+        spec["a"],
+        spec["b"],
+        prompts,
+        out_dir=out,
+        identity=spec.get("identity", False),
+        progress=sys.stderr.isatty(),
+        n_samples=n,
+        max_tokens=args.max_tokens or spec.get("max_tokens", 3),
+        temperature=1.0,
+        alpha=0.01,
+        tv_threshold=0.05,
+        greedy_max_tokens=24,
+        seed=0,
+    )
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    meta = {
+        "title": spec["title"],
+        "command": f"python scripts/audit_engines.py {name}"
+        + (f" --n-samples {n}" if args.n_samples else "")
+        + (f" --prompts {args.prompts}" if args.prompts else ""),
+        "a": spec["a"],
+        "b": spec["b"],
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu + children.ru_utime + children.ru_stime, 1),
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+        "peak_rss_children_gb": round(children.ru_maxrss / 1e6, 2),
+        "machine": args.note,
+    }
+    if "ensemble" in spec:
+        from specviz.audit.engines.hf import ensemble_bias
+
+        target, draft, w, dtype = spec["ensemble"]
+        pred = [ensemble_bias(target, draft, p, w, dtype=dtype) for p in prompts]
+        tv = report.tv
+        measured = [
+            tv[(tv.prompt == i) & (tv.position == 0)].iloc[0][["estimate", "low", "high"]].tolist()
+            for i in range(len(prompts))
+        ]
+        meta["ensemble_first_token"] = [
+            {"prompt": i, **pr, "measured_tv": m[0], "measured_low": m[1], "measured_high": m[2]}
+            for i, (pr, m) in enumerate(zip(pred, measured, strict=True))
+        ]
+    _write_json(out / "run.json", meta)
+    print(f"== {name}: {spec['title']} (wall {wall:.0f} s, cpu {meta['cpu_s']:.0f} s)")
+    print(report.summary(), flush=True)
+    if "ensemble_first_token" in meta:
+        for row in meta["ensemble_first_token"]:
+            print(
+                f"ensemble, prompt {row['prompt']}: predicted TV at the first token (1-w)*TV(p,q)"
+                f" = {row['predicted_tv']:.3f} (TV(p,q) = {row['tv_pq']:.3f}); measured "
+                f"{row['measured_tv']:.3f} [{row['measured_low']:.3f}, {row['measured_high']:.3f}]"
+            )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("audit", choices=[*AUDITS, "list", "table"])
+    ap.add_argument("--out", type=Path, default=Path("reports/audit"))
+    ap.add_argument("--n-samples", type=int, default=None, help="per prompt and arm")
+    ap.add_argument("--prompts", type=int, default=None, help="use only the first N prompts")
+    ap.add_argument("--max-tokens", type=int, default=None, help="default 3 (4 with a draft)")
+    ap.add_argument("--fresh", action="store_true", help="discard an interrupted audit")
+    ap.add_argument("--note", default="", help="what else ran on the machine (run.json)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.audit == "list":
+        for name, spec in AUDITS.items():
+            print(f"{name:28s} {spec['title']}")
+        return 0
+    if args.audit != "table":
+        run(args.audit, args)
+    write_table(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

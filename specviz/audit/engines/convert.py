@@ -1,0 +1,412 @@
+"""Models for the in-process engines, made offline from specviz's own model cache.
+
+* **OpenVINO GenAI** reads an IR folder (``openvino_model.xml`` plus the tokenizer IRs). Route:
+  the cached safetensors folder of a built-in model -> an f16 GGUF, written by llama.cpp's
+  ``convert_hf_to_gguf.py`` vendored in the pinned llama-cpp-python sdist (``make`` extracts it
+  into ``<venv>/llama.cpp/convert``; OpenVINO's GGUF reader refuses the shipped Q4/Q5 files) ->
+  ``openvino_genai.LLMPipeline(model.gguf, "CPU", enable_save_ov_model=True)``, which writes the
+  IR and the tokenizer IRs next to it. That folder works as the target and as ``draft_model``.
+* **onnxruntime-genai** reads a folder with ``genai_config.json`` and ``model.onnx``: its model
+  builder (``python -m onnxruntime_genai.models.builder``, torch + transformers) converts the
+  cached safetensors folder directly. Draft-model speculation needs a composite folder whose
+  ``genai_config.json`` has a ``model.draft`` block (:func:`onnx_speculative_folder`).
+
+Every converted folder is built under a temporary name, checked -- the engine loads it and its
+greedy continuation of a probe prompt must be the transformers model's greedy continuation, up
+to near ties (``_NEAR_TIE`` logits, f16 weights) -- hashed into ``specviz.json`` (size and
+SHA-256 of every file, re-checked on every use like the model cache) and only then renamed into
+``cache_dir()/openvino`` or ``cache_dir()/onnx``. A converter that fails ends in an
+:class:`~.base.EngineError` naming the engine, the model and the converter's last words.
+
+Truncated models (``"smollm2-135m@8"``: the first 8 layers and the LM head) are the
+audit's cheap, *different* draft: a draft with q != p, for the lossy controls.
+
+Conversions run in child processes (their memory goes when they end; a crash in a converter
+cannot take the audit down).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from ... import models as _models
+from .base import EngineError, import_engine
+
+__all__ = [
+    "CONVERTER_ENV",
+    "gguf_converter",
+    "hf_folder",
+    "onnx_model",
+    "onnx_speculative_folder",
+    "openvino_model",
+    "parse_model",
+]
+
+CONVERTER_ENV = "SPECVIZ_GGUF_CONVERTER"  # path to convert_hf_to_gguf.py (overrides the search)
+_PROBE = "The quick brown fox jumps over the lazy dog. The quick brown"
+_PROBE_TOKENS = 6
+_NEAR_TIE = 0.5  # logits: f16/int weights move near ties, a clear margin may not move
+_FORMAT = 1  # bump when the conversion recipe changes (the folder name changes with it)
+
+
+# ------------------------------------------------------------------------------ model names
+
+
+def parse_model(name: str) -> tuple[str, int | None]:
+    """``"smollm2-135m@8"`` -> ``("smollm2-135m", 8)``: a model and, after ``@``, the number of
+    leading layers kept (a truncated draft); a plain name keeps every layer.
+
+    >>> parse_model("smollm2-135m@8"), parse_model("/models/x")
+    (('smollm2-135m', 8), ('/models/x', None))
+    """
+    m = re.fullmatch(r"(.+)@(\d+)", name)
+    if m is None:
+        return name, None
+    layers = int(m.group(2))
+    if layers < 1:
+        raise ValueError(f"{name!r}: keep at least 1 layer (@N with N >= 1)")
+    return m.group(1), layers
+
+
+def _slug(name: str) -> str:
+    """A folder-name-safe, unique name for a built-in name or a path."""
+    if name in _models.BUILTIN_MODELS:
+        return _models.BUILTIN_MODELS[name].cache_name
+    path = Path(name).expanduser().resolve()
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.name)[:40]}-{digest}"
+
+
+def hf_folder(name: str, *, progress: bool = True) -> Path:
+    """The safetensors folder of ``name`` (a built-in name, optionally ``@N``-truncated, or a
+    local model folder), built and verified in specviz's cache when needed."""
+    base, layers = parse_model(name)
+    if base in _models.BUILTIN_MODELS:
+        _models.load_tokenizer(base, source="local", progress=progress)  # builds/verifies it
+        folder = _models.cache_dir() / "models" / _models.BUILTIN_MODELS[base].cache_name
+    else:
+        folder = Path(base).expanduser()
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{base!r} is neither a built-in model ({', '.join(_models.BUILTIN_MODELS)}) "
+                "nor a folder with a config.json"
+            )
+    if layers is None:
+        return folder
+    dest = _models.cache_dir() / "truncated" / f"{_slug(base)}-layers{layers}"
+    return _cached(dest, lambda tmp: _truncate(base, layers, tmp, progress), progress, "truncate")
+
+
+def _truncate(base: str, layers: int, out: Path, progress: bool) -> None:
+    model = _models.load_model(base, progress=progress)
+    blocks = model.model.layers
+    if layers >= len(blocks):
+        raise ValueError(f"{base} has {len(blocks)} layers; @{layers} keeps all of them")
+    model.model.layers = blocks[:layers]
+    model.config.num_hidden_layers = layers
+    if getattr(model.config, "layer_types", None):
+        model.config.layer_types = model.config.layer_types[:layers]
+    model.save_pretrained(out)
+    _models.load_tokenizer(base, progress=progress).save_pretrained(out)
+
+
+# ------------------------------------------------------------------------------ the cache
+
+
+def _manifest(folder: Path, meta: dict[str, Any]) -> None:
+    """``specviz.json`` (size + SHA-256 of every file, the model cache's format) and
+    ``.verified.json`` (what :func:`_state` checks on every use)."""
+    files, records = {}, {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if rel in (_models._META_NAME, _models._VERIFIED_NAME):
+            continue
+        _models._fsync_file(path)
+        st = path.stat()
+        digest = _models._sha256_file(path)
+        files[rel] = {"size": st.st_size, "sha256": digest}
+        records[rel] = _models._verified_record(st, digest)
+    meta = {**meta, "cache_format": _models._CACHE_FORMAT, "files": files}
+    (folder / _models._META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    _models._write_verified(folder, records)
+    _models._fsync_dir(folder)
+
+
+def _state(folder: Path) -> tuple[str, str]:
+    """("missing" | "ready" | "damaged", why): every file of the manifest present with its
+    size, and re-hashed when its (size, mtime) changed since it was last verified."""
+    if not folder.exists():
+        return "missing", ""
+    try:
+        files = json.loads((folder / _models._META_NAME).read_text())["files"]
+        table = {name: (int(e["size"]), str(e["sha256"])) for name, e in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        return "damaged", f"{_models._META_NAME}: {type(err).__name__}: {err}"
+    verified = _models._read_verified(folder)
+    records, stale = {}, False
+    for name, (size, digest) in table.items():
+        path = folder / name
+        if ".." in Path(name).parts or not path.is_file():
+            return "damaged", f"{name}: missing"
+        st = path.stat()
+        if st.st_size != size:
+            return "damaged", f"{name}: size {st.st_size} != {size}"
+        records[name] = _models._verified_record(st, digest)
+        if verified.get(name) != records[name]:
+            if _models._sha256_file(path) != digest:
+                return "damaged", f"{name}: SHA-256 differs from the recorded one"
+            stale = True
+    if stale:
+        try:
+            _models._write_verified(folder, records)
+        except OSError:
+            pass
+    return "ready", ""
+
+
+def _cached(dest: Path, build: Any, progress: bool, what: str, meta: dict | None = None) -> Path:
+    """``dest`` when it is complete and intact; else ``build(tmp)`` in a temporary sibling,
+    the manifest, and an atomic rename. A damaged entry is moved away and rebuilt."""
+    status, reason = _state(dest)
+    if status == "ready":
+        return dest
+    if status == "damaged":
+        _models._warn(f"cache entry {dest} is damaged ({reason}); rebuilding", progress)
+        _models._discard(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        _models._say(f"{what}: building {dest.name} (one-time)", progress)
+        build(tmp)
+        _manifest(tmp, {"format": _FORMAT, "what": what, **(meta or {})})
+        _models._make_shareable(tmp)
+        try:
+            os.rename(tmp, dest)
+        except OSError:  # another process published it meanwhile: keep theirs
+            if _state(dest)[0] != "ready":
+                raise
+        _models._fsync_dir(dest.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _run(cmd: list[str], engine: str, what: str, timeout: float = 3600) -> str:
+    """Run a conversion step in a child process; its failure is an EngineError with the
+    step's last lines."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as err:
+        raise EngineError(f"{engine}: {what} did not finish in {timeout:.0f} s") from err
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise EngineError(
+            f"{engine}: {what} failed (exit status {proc.returncode}); its last lines:\n{tail}"
+        )
+    return proc.stdout
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _probe_ids(hf: Path) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(hf), local_files_only=True)(_PROBE)["input_ids"]
+
+
+def _check_greedy(engine: str, hf: Path, prompt: list[int], got: list[int]) -> None:
+    """The engine's greedy tokens must be the transformers model's argmax at every position,
+    or within ``_NEAR_TIE`` logits of it."""
+    import torch
+
+    if len(got) < 1:
+        raise EngineError(f"{engine}: the converted model generated no token for the probe")
+    model = _models.load_model(str(hf), progress=False)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + got])).logits[0, len(prompt) - 1 : -1]
+    del model
+    for i, tok in enumerate(got):
+        row = logits[i]
+        gap = float(row.max() - row[tok])
+        if gap > _NEAR_TIE:
+            raise EngineError(
+                f"{engine}: the converted model does not compute the original's logits: at "
+                f"probe position {i} it chose token {tok}, {gap:.2f} logits below the "
+                f"transformers model's argmax {int(row.argmax())} (tokens {got})"
+            )
+
+
+# ------------------------------------------------------------------------------ OpenVINO
+
+
+def gguf_converter() -> Path:
+    """llama.cpp's ``convert_hf_to_gguf.py``: ``$SPECVIZ_GGUF_CONVERTER``, else the copy
+    ``make`` extracts from the llama-cpp-python sdist into ``<venv>/llama.cpp/convert``."""
+    env = os.environ.get(CONVERTER_ENV)
+    path = (
+        Path(env) if env else Path(sys.prefix) / "llama.cpp" / "convert" / "convert_hf_to_gguf.py"
+    )
+    if not path.is_file():
+        raise EngineError(
+            f"openvino: the GGUF converter {path} is missing: run `make "
+            f".venv/.installed-gguf-converter` (it extracts convert_hf_to_gguf.py from the "
+            f"llama-cpp-python 0.3.36 sdist) or point ${CONVERTER_ENV} at one"
+        )
+    return path
+
+
+_OV_SAVE = textwrap.dedent(
+    """
+    import sys, openvino_genai as g
+    g.LLMPipeline(sys.argv[1], "CPU", enable_save_ov_model=True)
+    """
+)
+_OV_PROBE = textwrap.dedent(
+    """
+    import json, sys, numpy as np, openvino as ov, openvino_genai as g
+    pipe = g.LLMPipeline(sys.argv[1], "CPU")
+    ids = ov.Tensor(np.array([json.loads(sys.argv[2])], dtype=np.int64))
+    cfg = g.GenerationConfig(max_new_tokens=int(sys.argv[3]), do_sample=False)
+    cfg.ignore_eos = True
+    print(json.dumps([int(t) for t in pipe.generate(ids, cfg).tokens[0]]))
+    """
+)
+
+
+def openvino_model(name: str, *, progress: bool = True) -> Path:
+    """An OpenVINO IR folder (f16 weights) for ``name`` -- a built-in model (``@N`` for a
+    truncated one) or a local safetensors folder -- converted once and cached. Usable as
+    ``LLMPipeline``'s model and as ``draft_model``."""
+    import_engine("openvino_genai", "openvino", "openvino")
+    hf = hf_folder(name, progress=progress)
+    base, layers = parse_model(name)
+    tag = _slug(base) + (f"-layers{layers}" if layers else "")
+    dest = _models.cache_dir() / "openvino" / f"{tag}-f16-v{_FORMAT}"
+
+    def build(tmp: Path) -> None:
+        gguf = tmp / "model.gguf"
+        _run(
+            [sys.executable, str(gguf_converter()), str(hf), "--outtype", "f16",
+             "--outfile", str(gguf)],
+            "openvino", f"converting {name} to an f16 GGUF (convert_hf_to_gguf.py)",
+        )  # fmt: skip
+        _run(
+            [sys.executable, "-c", _OV_SAVE, str(gguf)],
+            "openvino", f"converting the GGUF of {name} to OpenVINO IR",
+        )  # fmt: skip
+        gguf.unlink()
+        for need in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+            if not (tmp / need).is_file():
+                raise EngineError(f"openvino: converting {name} wrote no {need}")
+        prompt = _probe_ids(hf)
+        out = _run(
+            [sys.executable, "-c", _OV_PROBE, str(tmp), json.dumps(prompt), str(_PROBE_TOKENS)],
+            "openvino", f"loading the converted {name}",
+        )  # fmt: skip
+        _check_greedy("openvino", hf, prompt, json.loads(out.strip().splitlines()[-1]))
+
+    return _cached(dest, build, progress, f"openvino IR of {name}", {"source": str(hf)})
+
+
+# ------------------------------------------------------------------------------ onnxruntime-genai
+
+_ORT_PROBE = textwrap.dedent(
+    """
+    import json, sys, onnxruntime_genai as og
+    model = og.Model(sys.argv[1])
+    ids = json.loads(sys.argv[2])
+    p = og.GeneratorParams(model)
+    p.set_search_options(max_length=len(ids) + int(sys.argv[3]), do_sample=False)
+    g = og.Generator(model, p)
+    g.append_tokens(ids)
+    while not g.is_done():
+        g.generate_next_token()
+    print(json.dumps([int(t) for t in g.get_sequence(0)[len(ids):]]))
+    """
+)
+
+
+def onnx_model(name: str, *, precision: str = "fp32", progress: bool = True) -> Path:
+    """An onnxruntime-genai folder for ``name`` (CPU execution provider, ``precision`` one of
+    fp32 / int4 / int8), made by its model builder once and cached."""
+    if precision not in ("fp32", "int4", "int8"):
+        raise ValueError(f"precision must be fp32, int4 or int8 on CPU, got {precision!r}")
+    import_engine("onnxruntime_genai", "onnxruntime-genai", "onnxruntime")
+    hf = hf_folder(name, progress=progress)
+    base, layers = parse_model(name)
+    tag = _slug(base) + (f"-layers{layers}" if layers else "")
+    dest = _models.cache_dir() / "onnx" / f"{tag}-{precision}-v{_FORMAT}"
+
+    def build(tmp: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="specviz-ort-") as scratch:
+            _run(
+                [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf),
+                 "-o", str(tmp), "-p", precision, "-e", "cpu", "-c", scratch],
+                "onnxruntime-genai", f"building the ONNX model of {name} (model builder)",
+            )  # fmt: skip
+        for need in ("genai_config.json", "model.onnx"):
+            if not (tmp / need).is_file():
+                raise EngineError(f"onnxruntime-genai: the builder wrote no {need} for {name}")
+        prompt = _probe_ids(hf)
+        out = _run(
+            [sys.executable, "-c", _ORT_PROBE, str(tmp), json.dumps(prompt), str(_PROBE_TOKENS)],
+            "onnxruntime-genai", f"loading the converted {name}",
+        )  # fmt: skip
+        if precision == "fp32":  # quantized weights are a different model: only loaded
+            _check_greedy("onnxruntime-genai", hf, prompt, json.loads(out.strip().splitlines()[-1]))
+
+    return _cached(dest, build, progress, f"onnxruntime-genai {precision} model of {name}")
+
+
+def onnx_speculative_folder(target: Path, draft: Path, *, max_draft_tokens: int = 3) -> Path:
+    """A composite onnxruntime-genai folder: the target's ``genai_config.json`` with the
+    draft's decoder as ``model.draft`` (``target/`` and ``draft/`` link to the two folders:
+    the runtime refuses ``..`` in paths) and ``speculative.max_draft_tokens``."""
+    tcfg = json.loads((target / "genai_config.json").read_text())
+    dcfg = json.loads((draft / "genai_config.json").read_text())
+    if tcfg["model"].get("vocab_size") != dcfg["model"].get("vocab_size"):
+        raise EngineError(
+            f"onnxruntime-genai: target and draft have different vocabularies "
+            f"({tcfg['model'].get('vocab_size')} vs {dcfg['model'].get('vocab_size')})"
+        )
+    key = hashlib.sha256(f"{target.resolve()}|{draft.resolve()}|{max_draft_tokens}".encode())
+    dest = _models.cache_dir() / "onnx" / f"spec-{key.hexdigest()[:16]}"
+    if (dest / "genai_config.json").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        (tmp / "target").symlink_to(target.resolve(), target_is_directory=True)
+        (tmp / "draft").symlink_to(draft.resolve(), target_is_directory=True)
+        tcfg["model"]["decoder"]["filename"] = "target/" + tcfg["model"]["decoder"]["filename"]
+        block = dict(dcfg["model"]["decoder"])
+        block["filename"] = "draft/" + block["filename"]
+        tcfg["model"]["draft"] = block
+        tcfg["speculative"] = {"max_draft_tokens": int(max_draft_tokens)}
+        for f in target.iterdir():
+            if f.name.startswith("tokenizer") or f.name.endswith(".jinja"):
+                shutil.copy2(f, tmp / f.name)
+        (tmp / "genai_config.json").write_text(json.dumps(tcfg, indent=1))
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, dest)
+        except OSError:  # another process made it meanwhile
+            if not (dest / "genai_config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest

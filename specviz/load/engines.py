@@ -34,10 +34,13 @@ class ServedBatch:
     # engine's own split; prefill and rollback are in neither)
     draft_time: float = 0.0
     verify_time: float = 0.0
+    # seconds of the engine's start before its first step (the prompts' prefill, target and
+    # draft), measured on the same clock as the token times, which include it
+    prefill_seconds: float = 0.0
 
     @property
     def prefill_time(self) -> float:
-        """Time to the batch's first token (prompt prefill + the first decode step)."""
+        """Time to the batch's first token: the prompts' prefill + the first decode step."""
         firsts = [t[0] for t in self.token_times if t]
         return min(firsts) if firsts else self.service_time
 
@@ -102,6 +105,7 @@ class _ModelEngine:
             row_calls,
             float(getattr(res, "draft_seconds", 0.0)),
             float(getattr(res, "verify_seconds", 0.0)),
+            float(getattr(res, "prefill_seconds", 0.0)),
         )
 
 
@@ -189,6 +193,7 @@ class _FixedEngine:
             times[-1],
             self.tokens,
             row_calls=self.tokens * len(prompts),
+            prefill_seconds=self.prefill_time,
         )
 
 

@@ -116,12 +116,14 @@ class LoadResult:
         """One tidy row: latency percentiles, throughput, utilisation, acceptance.
 
         ``throughput_tok_s`` is all generated tokens over the span from the first arrival to
-        the last token (what the server delivered at this load); ``utilization`` is the share
-        of that span the server was busy (1.0 = saturated: the load exceeds capacity).
+        the end of the run (the last token, or the end of the last batch's service if that is
+        later: what the server delivered at this load); ``utilization`` is the share of that
+        span the server was busy (1.0 = saturated: the load exceeds capacity). Token times
+        include the prompts' prefill, so the busy time of one server never exceeds the span.
         """
         reqs = self.requests
         t0 = min(r.arrival for r in reqs)
-        t1 = max(r.finish for r in reqs)
+        t1 = max(max(r.finish for r in reqs), max(b.start + b.service_time for b in self.batches))
         span = t1 - t0
         busy = sum(b.service_time for b in self.batches)
         tokens = sum(r.new_tokens for r in reqs)

@@ -271,9 +271,10 @@ def batch_sweep(
     prompts in order, cycled). Modes alternate within each repeat to cancel drift; the
     median time is kept. Returns a DataFrame: one row per (batch_size, mode) with
     ``tokens_per_s`` and ``speedup`` (speculative / plain tokens/s, same batch size, prompt
-    prefill included), and ``decode_tokens_per_s`` / ``decode_speedup``: tokens after each
-    row's first over the time after the batch's first token (of the last repeat), i.e. the
-    decoding phase without the prefill. ``tokens_per_target_call`` counts calls per row.
+    prefill included), ``prefill_s`` (the prompts' prefill, target and draft) and
+    ``first_token_s`` (prefill + the first step), and ``decode_tokens_per_s`` /
+    ``decode_speedup``: tokens after each row's first over the time after the batch's first
+    token (of the last repeat), i.e. the decoding phase without the prefill. ``tokens_per_target_call`` counts calls per row.
     ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time (of the last repeat)
     into drafting and the target's verify call (claim 1: each speculative call is dearer).
 
@@ -337,6 +338,7 @@ def batch_sweep(
                         tokens=tokens,
                         seconds=secs,
                         tokens_per_s=tokens / secs if secs > 0 else math.nan,
+                        prefill_s=s.prefill_seconds,
                         first_token_s=s.prefill_time,
                         decode_seconds=decode_s,
                         decode_tokens_per_s=decode_tokens / decode_s if decode_s > 0 else math.nan,

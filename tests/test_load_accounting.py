@@ -9,12 +9,12 @@ inside ``BatchTarget.start``) must show up in every first-token time, whatever t
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
 
 import specviz as sv
-from specviz import load
 from specviz.decoding.targets import BatchTarget
 from specviz.load import fixed_engine, load_sweep, make_engine, serve
 
@@ -69,3 +69,73 @@ def test_closed_loop_utilisation_and_ttft_count_the_prefill(slow_prefill):
 def test_fixed_engine_reports_its_prefill():
     served = fixed_engine(tokens=3, step_time=0.5, prefill_time=0.2)([[1]])
     assert served.prefill_seconds == 0.2 and served.token_times[0][0] == pytest.approx(0.7)
+
+
+# -- identical configurations, interleaving, repeats and the noise floor ---------------------
+
+
+class Drifting:
+    """A fake engine whose every call is slower than the last (a machine slowing down): the
+    order in which engines are measured decides who looks faster, unless they interleave."""
+
+    def __init__(self, name, clock, speculative=False, step=0.1):
+        self.name, self.speculative, self.clock, self.step = name, speculative, clock, step
+
+    def __call__(self, prompts):
+        self.clock[0] += 1
+        slow = 1.0 + 0.01 * self.clock[0]
+        return fixed_engine(tokens=4, step_time=self.step * slow)(prompts)
+
+
+def test_interleaved_sweep_cancels_drift_and_measures_the_noise_floor():
+    """Two identical engines on a drifting machine: measured engine by engine, the second
+    looks ~2x slower; interleaved level by level with the order rotated between repeats,
+    their medians agree within the measured noise floor, which is reported."""
+    clock = [0]
+    a, b = Drifting("plain", clock), Drifting("twin", clock, speculative=True)
+    sw = load_sweep(None, None, [[1, 2], [3]], concurrencies=[1, 2, 4], n_requests=8,
+                    max_batch=4, max_new_tokens=4, engines=[a, b], repeats=2,
+                    reuse_service=False, warmup=False, progress=False)  # fmt: skip
+    assert sw.repeats == 2 and len(sw.results) == 12 and len(sw.table) == 6
+    assert set(sw.runs["repeat"]) == {0, 1}
+    floor = sw.noise_floor("throughput_tok_s")
+    assert 0 < floor < 0.5
+    sp = sw.speedups("throughput_tok_s")["speedup"]
+    assert ((sp - 1).abs() <= floor).all()
+    # one repeat: no noise floor to report
+    one = load_sweep(None, None, [[1, 2]], concurrencies=[1], n_requests=2, max_batch=1,
+                     max_new_tokens=4, engines=[a, b], progress=False)  # fmt: skip
+    assert math.isnan(one.noise_floor())
+
+
+def test_a_fallback_below_its_threshold_reuses_the_constant_gamma_measurement():
+    """At one client every batch has one row, so BatchFallback runs its constant gamma step
+    for step: the sweep measures it once for both engines, and claim 12's verdict cannot be
+    decided by timing noise between identical configurations there."""
+    from specviz.policies import BatchFallback
+
+    target, draft = sv.toy_pair(5, 2, seed=0)
+    kw = dict(max_new_tokens=4, speculative=True)
+    const = make_engine(target, draft, gamma=2, **kw)
+    fb = make_engine(target, draft, gamma=BatchFallback(2, max_batch=1), **kw)
+    plain = make_engine(target, speculative=False, max_new_tokens=4)
+    assert fb.config_key([[0, 1]]) == const.config_key([[0, 1]])
+    assert fb.config_key([[0, 1], [2]]) != const.config_key([[0, 1], [2]])
+    sw = load_sweep(None, None, [[0, 1], [2], [3, 4]], concurrencies=[1], n_requests=3,
+                    max_batch=2, max_new_tokens=4, engines=[plain, const, fb],
+                    progress=False)  # fmt: skip
+    t = sw.table.set_index("engine")
+    assert t.loc[fb.name, "throughput_tok_s"] == t.loc[const.name, "throughput_tok_s"]
+    fb_runs = [r for r in sw.results if r.engine == fb.name]
+    assert all(b.reused for r in fb_runs for b in r.batches)
+
+
+def test_verdicts_do_not_read_noise_as_an_effect():
+    """Speed-ups inside the noise floor decide nothing: claim 4 is 'not shown' when no level
+    paid beyond the noise, claim 5 needs a win and a loss beyond it."""
+    from specviz.load import claim4_verdict, find_crossover
+
+    x = find_crossover([1, 2, 4], [1.08, 0.97, 0.93])
+    assert claim4_verdict(x).status == "supported"  # no noise floor: the old reading
+    assert claim4_verdict(x, noise=0.1).status == "not shown"
+    assert claim4_verdict(find_crossover([1, 2, 4], [1.5, 1.1, 0.7]), noise=0.1).supported

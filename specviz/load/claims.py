@@ -105,38 +105,54 @@ def claim1_verdict(split: Any) -> ClaimVerdict:
     return ClaimVerdict(1, "not supported", why + "; no fewer serial calls")
 
 
-def claim4_verdict(crossover: Any, *, tolerance: float = 0.05) -> ClaimVerdict:
+def _noise_note(noise: float) -> str:
+    return f"; noise floor +/-{noise:.0%}" if noise > 0 else ""
+
+
+def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.0) -> ClaimVerdict:
     """Claim 4 (the gain is largest at low load and shrinks, or turns negative, as the server
     batches), from a :class:`~specviz.load.Crossover` of a higher-is-better-after-inversion
-    metric. With ``s_lo`` / ``s_hi`` the speed-ups at the lowest / highest tested load:
+    metric. With ``s_lo`` / ``s_hi`` the speed-ups at the lowest / highest tested load and
+    ``noise`` the run's noise floor (:meth:`~specviz.load.LoadSweep.noise_floor`: how far
+    repeats of one configuration lay apart; 0 when not measured), "paid" means a speed-up of
+    at least ``1 + noise`` and "lost" one below ``1 - noise``:
 
     * *supported*: speculation paid at the lowest load, the speed-up fell through 1
       (``status == "crosses"``) and it still lost at the highest load (a noisy curve that
       dips below 1 and recovers is judged by the trend rules below);
-    * *partly supported*: it paid at the lowest load and shrank by more than ``tolerance``,
-      but still paid at the highest (the crossover lies beyond the tested range);
-    * *not supported*: the speed-up grew with load by more than ``tolerance`` (the reverse
-      of the claim), or stayed flat within it;
-    * *not shown*: speculation never paid, so there is no gain to shrink.
+    * *partly supported*: it paid at the lowest load and shrank by more than
+      ``max(tolerance, noise)``, but still paid at the highest (the crossover lies beyond
+      the tested range);
+    * *not supported*: the speed-up grew with load by more than ``max(tolerance, noise)``
+      (the reverse of the claim), or stayed flat within it;
+    * *not shown*: speculation never paid (beyond the noise), so there is no gain to shrink.
     """
     xs, ss = crossover.levels, crossover.speedups
     s_lo, s_hi = ss[0], ss[-1]
+    tol = max(tolerance, noise if math.isfinite(noise) else 0.0)
+    noise = noise if math.isfinite(noise) else 0.0
     unit = _unit(crossover.scenario)
     trend = f"speed-up {s_lo:.2f}x at {xs[0]:g} {unit} -> {s_hi:.2f}x at {xs[-1]:g} {unit}"
+    trend += _noise_note(noise)
     noisy = f" ({crossover.sign_changes} crossings: noisy)" if crossover.sign_changes > 1 else ""
-    if crossover.status == "crosses" and s_lo >= 1.0 and s_hi < 1.0:
+    paid_lo, lost_hi = s_lo >= 1.0 + noise, s_hi < 1.0 - noise
+    if crossover.status == "crosses" and paid_lo and lost_hi:
         return ClaimVerdict(
             4,
             "supported",
             f"{trend}; it stops paying at about {crossover.level:.3g} {unit}{noisy}",
         )
-    if s_hi > s_lo * (1 + tolerance):
+    if s_hi > s_lo * (1 + tol):
         return ClaimVerdict(4, "not supported", f"{trend}: the gain grew with load{noisy}")
-    if crossover.status == "never_pays":
+    if not any(s >= 1.0 + noise for s in ss):
+        what = "beyond the noise floor" if noise > 0 else ""
         return ClaimVerdict(
-            4, "not shown", f"{trend}: speculation never paid, so there was no gain to lose"
+            4,
+            "not shown",
+            f"{trend}: speculation never paid{' ' + what if what else ''}, so there was no "
+            "gain to lose",
         )
-    if s_lo >= 1.0 and s_hi < s_lo * (1 - tolerance):
+    if paid_lo and s_hi < s_lo * (1 - tol):
         return ClaimVerdict(
             4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
         )
@@ -148,33 +164,49 @@ def claim5_verdict(
     metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p90"),
     *,
     engine: str | None = None,
+    noise: float | None = None,
 ) -> ClaimVerdict:
     """Claim 5 (judge by latency, capacity and memory, not tokens/s alone), from a
     :class:`~specviz.load.LoadSweep`: *supported* when at some load level the metrics
     disagree on which mode is better (e.g. throughput says speculation, TTFT says plain), so
     tokens/s alone would have decided wrongly for someone; *not supported* when every metric
-    agreed at every level (tokens/s alone would have told the whole story here)."""
+    agreed at every level (tokens/s alone would have told the whole story here).
+
+    A metric wins at a level with a speed-up of at least ``1 + n`` and loses below ``1 - n``,
+    ``n`` its noise floor: ``noise``, or by default the sweep's own
+    (:meth:`~specviz.load.LoadSweep.noise_floor` of that metric; 0 with a single repeat).
+    Speed-ups within the noise take neither side."""
     sp = {m: sweep.speedups(m, engine=engine).set_index("level")["speedup"] for m in metrics}
+    floors = {m: _floor(sweep, m) if noise is None else float(noise) for m in metrics}
     unit = _unit(sweep.scenario)
     first = metrics[0]
     for level in sp[first].index:
         vals = {m: float(s.get(level, math.nan)) for m, s in sp.items()}
-        wins = [m for m, v in vals.items() if v >= 1.0]
-        loses = [m for m, v in vals.items() if v < 1.0]
+        wins = [m for m, v in vals.items() if v >= 1.0 + floors[m]]
+        loses = [m for m, v in vals.items() if v < 1.0 - floors[m]]
         if wins and loses:
             shown = ", ".join(f"{m} {v:.2f}x" for m, v in vals.items())
+            top = max(floors.values())
             return ClaimVerdict(
                 5,
                 "supported",
                 f"at {level:g} {unit} speculation wins on {', '.join(wins)} and loses on "
-                f"{', '.join(loses)} ({shown}; > 1: speculation better)",
+                f"{', '.join(loses)} ({shown}; > 1: speculation better{_noise_note(top)})",
             )
+    top = max(floors.values())
     return ClaimVerdict(
         5,
         "not supported",
-        f"every metric ({', '.join(metrics)}) agreed on the better mode at every level, so "
-        "tokens/s alone would have told the same story here",
+        f"no level where the metrics ({', '.join(metrics)}) disagreed on the better mode "
+        f"beyond the noise{_noise_note(top)}, so tokens/s alone would have told the same "
+        "story here",
     )
+
+
+def _floor(sweep: Any, metric: str) -> float:
+    """The sweep's noise floor for ``metric``, 0 when it was not measured (one repeat)."""
+    f = sweep.noise_floor(metric) if hasattr(sweep, "noise_floor") else math.nan
+    return float(f) if math.isfinite(f) else 0.0
 
 
 def claim12_verdict(
@@ -197,7 +229,14 @@ def claim12_verdict(
       constant gamma lost to plain by more than ``tolerance`` (it kept the gain and avoided
       the loss);
     * *not supported* otherwise, naming the level where it fell short.
+
+    ``tolerance`` is raised to the sweep's noise floor (:meth:`LoadSweep.noise_floor` of
+    ``metric``) when the sweep measured one: a shortfall smaller than the distance between
+    two measurements of one configuration is not a shortfall. Where the fallback runs its
+    constant gamma (batches no larger than ``max_batch``) the sweep reuses one measurement
+    for both, so they cannot differ by noise there.
     """
+    tolerance = max(tolerance, _floor(sweep, metric))
     t = sweep.table
     wide = t.pivot(index="level", columns="engine", values=metric).sort_index()
     lower = metric in _lower_is_better()

@@ -111,6 +111,7 @@ class LoadResult:
     max_batch: int
     requests: tuple[RequestRecord, ...]
     batches: tuple[BatchRecord, ...]
+    repeat: int = 0  # which repeat of a sweep's level this run was
 
     def summary(self) -> dict[str, Any]:
         """One tidy row: latency percentiles, throughput, utilisation, acceptance.

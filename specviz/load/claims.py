@@ -29,6 +29,8 @@ __all__ = [
     "claim5_verdict",
     "claim12_verdict",
     "fallback_batch",
+    "LoadDecision",
+    "load_decisions",
 ]
 
 STATUSES = ("supported", "partly supported", "not supported", "not shown")
@@ -302,3 +304,127 @@ def fallback_batch(bs: Any, max_batch: int) -> int:
             break
         keep = int(b)
     return max(1, min(keep, max(1, int(max_batch) - 1)))
+
+
+# -- one load decision per metric family (notebook 10's advice) ----------------------------------
+
+
+@dataclass(frozen=True)
+class LoadDecision:
+    """Where to speculate under load for one family of metrics -- ``"throughput"`` (what a
+    throughput-first, offline server optimises) or ``"latency"`` (TTFT, TPOT, completion:
+    what an interactive one does) -- from the measured speed-ups of its metrics.
+
+    ``calls[i]`` is the decision at ``levels[i]``: ``"on"`` when no metric of the family lost
+    beyond the noise floor there and at least one gained beyond it, ``"off"`` when one lost
+    beyond it, ``"tie"`` when everything was within the noise. ``status``: ``"on"`` (on at
+    every level), ``"off"`` (off at every level), ``"boundary"`` (on at the low levels, off
+    from some level up: the article's enabling boundary), ``"cannot tell"`` (only ties) or
+    ``"mixed"`` (anything else: off at low load and on above, or a noisy alternation)."""
+
+    family: str
+    metrics: tuple[str, ...]
+    scenario: str
+    levels: tuple[float, ...]
+    calls: tuple[str, ...]
+    speedups: dict[str, tuple[float, ...]]
+    noise: float = 0.0
+
+    @property
+    def status(self) -> str:
+        c = [x for x in self.calls if x != "tie"]
+        if not c:
+            return "cannot tell"
+        if all(x == "on" for x in c):
+            return "on"
+        if all(x == "off" for x in c):
+            return "off"
+        first_off = self.calls.index("off")
+        if self.calls[0] == "on" and "on" not in self.calls[first_off:]:
+            return "boundary"
+        return "mixed"
+
+    @property
+    def boundary(self) -> float | None:
+        """With status ``"boundary"``: the highest level still on before the first "off"."""
+        if self.status != "boundary":
+            return None
+        first_off = self.calls.index("off")
+        return max(lv for lv, c in zip(self.levels, self.calls, strict=True)
+                   if c == "on" and self.levels.index(lv) < first_off)  # fmt: skip
+
+    def action(self) -> str:
+        unit = "requests/s" if self.scenario == "rate" else "concurrent clients"
+        st = self.status
+        if st == "boundary":
+            first_off = self.levels[self.calls.index("off")]
+            return f"speculate up to {self.boundary:g} {unit}, plain decoding from {first_off:g}"
+        if st == "on":
+            return f"speculate at every tested load (up to {max(self.levels):g} {unit})"
+        if st == "off":
+            return "keep speculation off (it lost at every tested load)"
+        if st == "cannot tell":
+            return "cannot tell (every speed-up within the noise floor)"
+        return (
+            "no clear boundary ("
+            + ", ".join(f"{c} at {lv:g}" for lv, c in zip(self.levels, self.calls, strict=True))
+            + ")"
+        )
+
+    def numbers(self) -> str:
+        return (
+            "; ".join(
+                f"{m} " + ", ".join(f"{s:.2f}x" for s in ss) for m, ss in self.speedups.items()
+            )
+            + f" at {', '.join(f'{lv:g}' for lv in self.levels)}"
+            + _noise_note(self.noise)
+        )
+
+
+def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[LoadDecision]:
+    """One :class:`LoadDecision` per metric family present among ``crossovers`` (each a
+    :class:`~specviz.load.Crossover` of one metric over the same levels): throughput-like
+    metrics (higher is better) in one family, latencies in the other. ``noise`` is the
+    sweep's noise floor (:meth:`~specviz.load.LoadSweep.noise_floor`); a speed-up within
+    ``1 +/- noise`` decides nothing.
+
+    >>> from specviz.load import find_crossover
+    >>> xs = [find_crossover([1, 4, 16], [1.4, 1.1, 0.7], metric="throughput_tok_s"),
+    ...       find_crossover([1, 4, 16], [0.5, 0.4, 0.6], metric="ttft_p50")]
+    >>> [(d.family, d.status) for d in load_decisions(xs)]
+    [('throughput', 'boundary'), ('latency', 'off')]
+    >>> load_decisions(xs, noise=0.15)[0].calls
+    ('on', 'tie', 'off')
+    """
+    lower = _lower_is_better()
+    fams: dict[str, list[Any]] = {}
+    for x in crossovers:
+        fams.setdefault("latency" if x.metric in lower else "throughput", []).append(x)
+    noise = noise if math.isfinite(noise) else 0.0
+    out = []
+    for fam in ("throughput", "latency"):
+        xs = fams.get(fam)
+        if not xs:
+            continue
+        levels = xs[0].levels
+        calls = []
+        for i in range(len(levels)):
+            vals = [x.speedups[i] for x in xs]
+            if any(v < 1.0 - noise for v in vals):
+                calls.append("off")
+            elif any(v >= 1.0 + noise for v in vals):
+                calls.append("on")
+            else:
+                calls.append("tie")
+        out.append(
+            LoadDecision(
+                fam,
+                tuple(x.metric for x in xs),
+                xs[0].scenario,
+                tuple(levels),
+                tuple(calls),
+                {x.metric: tuple(x.speedups) for x in xs},
+                noise,
+            )
+        )
+    return out

@@ -137,7 +137,7 @@ def recursive_residual_figure(
     ids = sorted(set(ids) | set(walk.tokens), key=lambda i: -float(laws[0][i]))
     labels = _labels(ids, tokenizer)
     titles = ["target p"] + [
-        f"after rejecting {token_label(t, tokenizer)!r} (a = {_fmt(a)})"
+        f"after rejecting {token_label(t, tokenizer)!r} (accept prob. {_fmt(a)})"
         for t, a in zip(walk.tokens, walk.accept_probs, strict=True)
     ]
     fig = make_subplots(rows=1, cols=len(laws), subplot_titles=titles, shared_yaxes=True)

@@ -1,0 +1,196 @@
+"""The verdicts notebooks 06-12 print (issue 27), computed in the package: each rule can come
+out either way, and each wrong number of the review has a case here that would have caught it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from specviz.lab import checklist
+from specviz.lab.verdicts import (
+    claim7_verdict,
+    coverage_verdict,
+    exactness_lines,
+    first_token_tv_note,
+    next_gamma,
+    ratio_verdict,
+    speedup_verdict,
+)
+from specviz.load import find_crossover
+from specviz.verification.trees import LOSSLESS_TREE_RULES, rejectable_candidates, sibling_walk
+
+# -- ratios with an interval over prompts (11's chain vs tree, 11/12's wall clock) -------------
+
+
+def test_ratio_verdict_comes_out_every_way():
+    calls = {"tokens": [20, 24, 22, 18], "calls": [10, 12, 11, 9]}  # 2 tokens per call
+    better = {"tokens": [20, 24, 22, 18], "calls": [5, 6, 5, 5]}
+    assert ratio_verdict(better, calls, claim="Claim 1", statistic="x").verdict == "supports"
+    assert ratio_verdict(calls, better, claim="Claim 1", statistic="x").verdict == "not supported"
+    mixed = {"tokens": [20, 24, 22, 18], "calls": [5, 14, 6, 12]}
+    assert ratio_verdict(mixed, calls, claim="Claim 1", statistic="x").verdict == "cannot tell"
+    one = ratio_verdict({"t": [20], "c": [5]}, {"t": [20], "c": [10]}, claim="C", statistic="x")
+    assert one.verdict == "cannot tell" and math.isnan(one.ci[0])
+    assert "an interval needs at least 2" in one.sentence()
+
+
+def test_speedup_needs_to_clear_the_noise_floor():
+    plain = {"tokens": [24, 24, 24], "seconds": [2.0, 2.1, 1.9]}
+    spec = {"tokens": [24, 24, 24], "seconds": [1.8, 1.85, 1.75]}  # ~1.1x
+    assert speedup_verdict(plain, spec, claim="Claim 1", label="tree").verdict == "supports"
+    v = speedup_verdict(plain, spec, claim="Claim 1", label="tree", margin=0.2)
+    assert v.verdict == "cannot tell" and "over plain decoding" in v.sentence()
+
+
+# -- 11: the residual walk shows only possible events -----------------------------------------
+
+
+@pytest.mark.parametrize("rule", sorted(LOSSLESS_TREE_RULES))
+def test_residual_walk_rejects_only_what_can_be_rejected(rule):
+    """Issue 27: the without-replacement panel 'rejected' a candidate accepted with
+    probability 1. Every candidate picked for the walk has acceptance probability < 1."""
+    for seed in range(6):
+        g = torch.Generator().manual_seed(seed)
+        p = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+        q = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+        toks = rejectable_candidates(LOSSLESS_TREE_RULES[rule], p, q, 3)
+        walk = sibling_walk(LOSSLESS_TREE_RULES[rule], p, q, toks)
+        assert toks and all(a < 1.0 for a in walk.accept_probs), (seed, toks)
+        assert any(0.0 < a for a in walk.accept_probs)  # at least one real decision
+    # the review's hand-picked walk had an impossible rejection: the check sees it
+    g = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+    q = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+    old = sibling_walk(LOSSLESS_TREE_RULES["without_replacement"], p, q, [1, 3, 0])
+    assert max(old.accept_probs) == 1.0
+
+
+# -- 11 / 12: exactness tables ------------------------------------------------------------------
+
+
+def _exact(rejected_lossless=False, missed=False):
+    return pd.DataFrame(
+        dict(
+            lossless=[True, False, False, False],
+            rejected=[rejected_lossless, True, False, not missed and False],
+            pvalue=[0.4, 1e-9, 0.3, 0.5],
+            first_token_tv=[0.0, 0.12, 0.001, 0.2],
+            n_needed=[math.inf, 300, 1e7, 100],
+        ),
+        index=["lossless", "big", "tiny", "obvious"],
+    )
+
+
+def test_exactness_lines_name_each_outcome():
+    lines = exactness_lines(_exact(), 2000, 1e-3)
+    text = "\n".join(lines)
+    assert "- big: caught" in text and "- tiny: not caught at this size" in text
+    assert "- obvious: NOT caught although 2000 samples should suffice" in text
+    assert "supports claim 6 at this size" in text and "TV 0.120" in text
+    assert "supports claim 9 for 1 of 3 shortcuts" in text and "a miss although" in text
+    bad = "\n".join(exactness_lines(_exact(rejected_lossless=True), 2000, 1e-3))
+    assert "contradicts claim 6" in bad
+
+
+# -- 06: who changed the greedy text -----------------------------------------------------------
+
+
+def _greedy_rows(spec_verdict="identical", precision_differs=True):
+    rows = [
+        dict(prompt="a", dtype="bf16", drafter="plain", identical=not precision_differs,
+             margin=0.03 if precision_differs else None, verdict="numerics"),
+        dict(prompt="a", dtype="fp32", drafter="lookup", identical=True, margin=None,
+             verdict="identical"),
+        dict(prompt="a", dtype="bf16", drafter="lookup", identical=spec_verdict == "identical",
+             margin=None if spec_verdict == "identical" else 2.5, verdict=spec_verdict),
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_claim7_separates_speculation_from_precision():
+    lines = claim7_verdict(_greedy_rows())
+    assert "supports claim 7: speculation itself never changed" in lines[0]
+    assert "supports claim 7's condition: numerics alone" in lines[1]
+    lines = claim7_verdict(_greedy_rows(spec_verdict="bug", precision_differs=False))
+    assert "contradicts claim 7" in lines[0] and "cannot tell at this size" in lines[1]
+
+
+# -- 12: coverage per task with an interval -----------------------------------------------------
+
+
+def test_coverage_verdict_depends_on_the_spread_between_tasks():
+    rng = np.random.default_rng(0)
+    rows = []
+    for ci, (cat, mu) in enumerate([("code", 0.6), ("chat", 0.95), ("math", 0.9)]):
+        for pi in range(3):
+            for pos in range(10):
+                rows.append(dict(category=cat, prompt=ci * 3 + pi, position=pos,
+                                 coverage=float(np.clip(mu + rng.normal(0, 0.02), 0, 1))))  # fmt: skip
+    table, line = coverage_verdict(pd.DataFrame(rows))
+    assert "supports claim 2" in line and table.loc["code", "prompts"] == 3
+    assert table.loc["code", "ci_low"] < table.loc["code", "mean_coverage"]
+    flat = pd.DataFrame(rows).assign(coverage=0.9)
+    assert "cannot tell" in coverage_verdict(flat)[1]
+    single = pd.DataFrame(rows)[lambda d: d.prompt % 3 == 0]
+    assert "needs at least 2 prompts" in coverage_verdict(single)[1]
+
+
+# -- 10: the plug-in TV's bias, the next gamma, and one load decision per family ---------------
+
+
+class _Report:
+    def __init__(self, a, b):
+        self.first_token_counts = (list(range(len(a))), a, b)
+        self.tv = pd.DataFrame([dict(position=0, estimate=0.35, low=0.19, high=0.43)])
+
+
+def test_first_token_tv_note_states_the_bias_of_a_small_sample():
+    """Issue 27: 'TV estimate 0.350 [0.191, 0.433]' beside 'inconclusive' read as a bug. Two
+    samples of one law at 60 each: the note says identical samplers show about as much."""
+    rng = np.random.default_rng(1)
+    law = np.full(12, 1 / 12)
+    a, b = rng.multinomial(60, law), rng.multinomial(60, law)
+    note = first_token_tv_note(_Report(a, b))
+    est = 0.5 * np.abs(a / 60 - b / 60).sum()
+    null = float(note.split("two identical samplers would show ")[1].split(" ")[0])
+    assert null > 0.15 and abs(est - null) < 0.15  # the plug-in sits in its own null band
+    assert "bias-corrected estimate" in note and "no evidence of a difference" in note
+
+
+def test_next_gamma_needs_enough_drafted_tokens():
+    few = next_gamma(13, 16, 0.05, gamma=2)
+    assert few.suggested is None and "fewer than the 100" in few.sentence()
+    many = next_gamma(130, 160, 0.05, gamma=2)
+    assert many.suggested == 8 and many.across[0] <= 8
+    assert "suggested gamma: 8" in many.sentence()
+
+
+def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
+    """The review's 10: throughput paid at every load, TTFT lost at every load, every
+    category speculated -- printed as '[OK] paid up to 2 clients' next to '[WARN] keep
+    speculation off' and a claim-12 'supported'. A family that loses everywhere is a
+    choice, not a fallback boundary: claim 12 is not supported by it."""
+    table = pd.DataFrame(dict(category=["a", "b"], gamma=[2, 2], speedup=[1.16, 1.13],
+                              acceptance=[0.8, 0.7], tokens_per_call=[2.4, 2.2],
+                              first_rejection_share=[0.1, 0.2]))  # fmt: skip
+    xs = [
+        find_crossover([1, 2], [1.23, 2.59], metric="throughput_tok_s", scenario="concurrency"),
+        find_crossover([1, 2], [0.79, 0.5], metric="ttft_p50", scenario="concurrency"),
+    ]
+    adv = checklist.advise(table, crossovers=xs)
+    load_items = [a for a in adv if a.scope == "load"]
+    assert len(load_items) == 1
+    assert load_items[0].action == (
+        "throughput-first: speculate at every tested load (up to 2 concurrent clients); "
+        "latency-first: keep speculation off (it lost at every tested load)"
+    )
+    v = checklist.claim12_verdict(adv)
+    assert v.status == "not supported" and "no boundary inside the tested range" in v.reason
+    # within a 30% noise floor the throughput gain at 1 client decides nothing
+    noisy = checklist.advise(table, crossovers=xs, noise=0.3)
+    assert [d.calls for d in noisy[-2].decisions] == [("tie", "on"), ("tie", "off")]

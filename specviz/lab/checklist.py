@@ -153,10 +153,14 @@ def _row(prompt: Any, gamma: int, res: Any, base: Any) -> dict[str, Any]:
 
 
 def category_table(runs: Any) -> Any:
-    """Per (category, gamma): tokens/s, speed-up over plain on the same prompts, acceptance,
-    mean accepted length (tokens per target call), the share of steps whose *first* draft was
-    rejected, the draft's share of the wall time, and whether greedy tokens matched."""
+    """Per (category, gamma): tokens/s, speed-up over plain on the same prompts (with a 95%
+    bootstrap interval over the prompts, ``speedup_ci_low`` / ``speedup_ci_high``: NaN with
+    one prompt), acceptance, mean accepted length (tokens per target call), the share of
+    steps whose *first* draft was rejected, the draft's share of the wall time, and whether
+    greedy tokens matched."""
     import pandas as pd
+
+    from .verdicts import speedup_verdict
 
     if runs.empty:
         raise ValueError("no runs to summarise")
@@ -167,6 +171,15 @@ def category_table(runs: Any) -> Any:
         rate = sub.tokens.sum() / sub.seconds.sum()
         drafted = sub.drafted.sum()
         steps = sub.steps_with_drafts.sum()
+        ci = (math.nan, math.nan)
+        if base.prompt_id.is_unique and set(sub.prompt_id) <= set(base.prompt_id):
+            pair = base.set_index("prompt_id").loc[list(sub.prompt_id)]  # same prompts, plain
+            ci = speedup_verdict(
+                {"tokens": pair.tokens.tolist(), "seconds": pair.seconds.tolist()},
+                {"tokens": sub.tokens.tolist(), "seconds": sub.seconds.tolist()},
+                claim="",
+                label="",
+            ).ci
         rows.append(
             dict(
                 category=cat,
@@ -174,6 +187,8 @@ def category_table(runs: Any) -> Any:
                 prompts=len(sub),
                 tokens_per_s=rate,
                 speedup=rate / plain_rate,
+                speedup_ci_low=ci[0],
+                speedup_ci_high=ci[1],
                 acceptance=sub.accepted.sum() / drafted if drafted else math.nan,
                 tokens_per_call=sub.tokens.sum() / sub.target_calls.sum(),
                 first_rejection_share=sub.first_rejections.sum() / steps if steps else math.nan,

@@ -12,6 +12,8 @@ from __future__ import annotations
 __all__ = [
     "KIND_COLORS",
     "PALETTE",
+    "SERIES",
+    "series",
     "P_COLOR",
     "Q_COLOR",
     "RESIDUAL_COLOR",
@@ -35,7 +37,37 @@ PALETTE: dict[str, str] = {
     "plain": "#000000",
     "speculative": "#D55E00",  # speculative decoding (an arm of a comparison)
     "theory": "#000000",  # a law or formula (drawn dashed)
+    "queued": "#BBBBBB",  # a request waiting for the server (load timelines)
+    "to first token": "#DDCC77",  # a request's batch running, no token yet (prefill included)
+    "streaming": "#44AA99",  # a request receiving its tokens
 }
+
+#: Colours of series that are *categories*, not meanings -- task categories, drafters,
+#: precisions, metrics, a third engine: distinct hues (Tol's muted scheme) that are none of
+#: the meaning colours above, so a category is never read as "accepted" or "the draft's q".
+SERIES: tuple[str, ...] = (
+    "#332288",  # indigo
+    "#CC6677",  # rose
+    "#999933",  # olive
+    "#88CCEE",  # cyan
+    "#AA4499",  # purple
+    "#661100",  # brown
+    "#6699CC",  # steel blue
+    "#117733",  # forest
+)
+
+
+def series(names) -> dict[str, str]:
+    """One :data:`SERIES` colour per name, in order of first appearance (stable across the
+    figures of a notebook when they list the same names in the same order).
+
+    >>> series(["code", "chat", "code"])
+    {'code': '#332288', 'chat': '#CC6677'}
+    """
+    out: dict[str, str] = {}
+    for n in names:
+        out.setdefault(str(n), SERIES[len(out) % len(SERIES)])
+    return out
 
 
 def color(meaning: str) -> str:

@@ -36,6 +36,7 @@ __all__ = [
     "first_token_tv_note",
     "NextGamma",
     "next_gamma",
+    "alone_sentence",
 ]
 
 SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell"
@@ -399,3 +400,28 @@ def next_gamma(
     across = (optimal(lo, c, max_gamma=max_gamma), optimal(min(hi, 0.999), c, max_gamma=max_gamma))
     return NextGamma(a, (lo, hi), c, drafted, gamma, predicted,
                      best if drafted >= min_drafted else None, across, min_drafted)  # fmt: skip
+
+
+# -- one request at a time, on a named set of prompts (notebook 09's reconciliation with 07) ---
+
+
+def alone_sentence(rows: Any, label: str, *, seed: int = 0) -> str:
+    """One line from :func:`specviz.load.served_alone`'s rows (one plain and one speculative
+    engine): the drafter's acceptance and tokens per target call on these prompts, and the
+    speed-up with its interval over the prompts."""
+    plain, spec = rows[rows["mode"] == "plain"], rows[rows["mode"] == "speculative"]
+    v = speedup_verdict(
+        {"tokens": plain.tokens.tolist(), "seconds": plain.seconds.tolist()},
+        {"tokens": spec.tokens.tolist(), "seconds": spec.seconds.tolist()},
+        claim="",
+        label="",
+        seed=seed,
+    )
+    acc = spec.accepted.sum() / max(1, spec.drafted.sum())
+    lo, hi = v.ci
+    ci = f" (95% CI {lo:.2f}x-{hi:.2f}x)" if math.isfinite(lo) else ""
+    return (
+        f"{label}: {len(spec)} prompts served alone: acceptance {acc:.2f}, "
+        f"{spec.tokens.sum() / max(1, spec.target_calls.sum()):.2f} tokens per target call, "
+        f"speculative/plain {v.estimate:.2f}x{ci}"
+    )

@@ -44,17 +44,19 @@ from __future__ import annotations
 
 from .claims import (
     ClaimVerdict,
+    LoadDecision,
     call_split,
     claim1_verdict,
     claim4_verdict,
     claim5_verdict,
     claim12_verdict,
     fallback_batch,
+    load_decisions,
 )
 from .engines import BatchEngine, ServedBatch, fixed_engine, make_engine
 from .records import BatchRecord, LoadResult, RequestRecord
 from .serve import serve
-from .sweeps import Crossover, LoadSweep, batch_sweep, find_crossover, load_sweep
+from .sweeps import Crossover, LoadSweep, batch_sweep, find_crossover, load_sweep, served_alone
 from .workload import (
     LOWER_IS_BETTER,
     LoadPrompt,
@@ -70,6 +72,7 @@ __all__ = [
     "ClaimVerdict",
     "Crossover",
     "LOWER_IS_BETTER",
+    "LoadDecision",
     "LoadPrompt",
     "LoadResult",
     "LoadSweep",
@@ -86,9 +89,11 @@ __all__ = [
     "find_crossover",
     "fixed_engine",
     "load_prompts_for",
+    "load_decisions",
     "load_sweep",
     "make_engine",
     "mixed_prompts",
     "poisson_arrivals",
     "serve",
+    "served_alone",
 ]

@@ -15,7 +15,14 @@ from .records import LoadResult, _side_by_side
 from .serve import _bar, serve
 from .workload import LOWER_IS_BETTER, _as_load_prompts, _check_int
 
-__all__ = ["Crossover", "find_crossover", "LoadSweep", "load_sweep", "batch_sweep"]
+__all__ = [
+    "Crossover",
+    "find_crossover",
+    "LoadSweep",
+    "load_sweep",
+    "batch_sweep",
+    "served_alone",
+]
 
 
 # -- sweeps and the crossover -------------------------------------------------------------------
@@ -410,3 +417,32 @@ def batch_sweep(
         plain = df[df["mode"] == "plain"].set_index("batch_size")[col]
         df[out] = [getattr(r, col) / plain.get(r.batch_size, math.nan) for r in df.itertuples()]
     return df
+
+
+def served_alone(engines: Sequence[BatchEngine], prompts: Sequence[Any]) -> Any:
+    """Every prompt served alone (a batch of one) by every engine, engines interleaved per
+    prompt: one row per (engine, prompt) with ``tokens``, ``seconds`` (the service time,
+    prefill included), ``accepted``, ``drafted`` and ``target_calls`` -- a batch-1
+    comparison on a chosen set of prompts (e.g. a trained drafter's held-out prompts next to
+    the prompts it was trained on), with one value per prompt for an interval over them."""
+    import pandas as pd
+
+    lp = _as_load_prompts(prompts)
+    rows = []
+    for p in lp:
+        for eng in engines:
+            s = eng([p.input_ids])
+            rows.append(
+                dict(
+                    engine=eng.name,
+                    mode="speculative" if eng.speculative else "plain",
+                    prompt_id=p.prompt_id,
+                    category=p.category,
+                    tokens=len(s.new_tokens[0]),
+                    seconds=s.service_time,
+                    accepted=s.accepted,
+                    drafted=s.drafted,
+                    target_calls=s.row_calls,
+                )
+            )
+    return pd.DataFrame(rows)

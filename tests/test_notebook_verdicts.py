@@ -194,3 +194,16 @@ def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     # within a 30% noise floor the throughput gain at 1 client decides nothing
     noisy = checklist.advise(table, crossovers=xs, noise=0.3)
     assert [d.calls for d in noisy[-2].decisions] == [("tie", "on"), ("tie", "off")]
+    assert noisy[-2].action.startswith(
+        "throughput-first: speculate at 2 concurrent clients; no difference beyond the noise at 1"
+    )
+
+
+def test_claim10_does_not_rank_a_constant():
+    """The review's small 10: every cell had 1.60 tokens per call, the rank correlation was
+    NaN and the verdict read 'the raw rate tracked it better'. Nothing varied: not shown."""
+    table = pd.DataFrame(dict(category=["a", "a", "b", "b"], gamma=[2, 4, 2, 4],
+                              speedup=[1.47, 1.2, 1.05, 0.92], acceptance=[0.38, 0.21, 0.43, 0.25],
+                              tokens_per_call=[1.6] * 4))  # fmt: skip
+    v = checklist.claim10_verdict(table, draft_cost=0.04)
+    assert v.status == "not shown" and "nothing to rank" in v.reason

@@ -414,6 +414,13 @@ def claim10_verdict(table: Any, *, draft_cost: float | None = None) -> Any:
         return ClaimVerdict(
             10, "not shown", f"{len(cells)} (category, gamma) cells: too few to rank{cost}"
         )
+    if cells.tokens_per_call.nunique() < 2 or cells.acceptance.nunique() < 2:
+        return ClaimVerdict(
+            10,
+            "not shown",
+            f"{len(cells)} (category, gamma) cells, but tokens per target call or the acceptance "
+            f"rate took one value in all of them: nothing to rank{cost}",
+        )
     rho_len = cells.speedup.corr(cells.tokens_per_call, method="spearman")
     rho_acc = cells.speedup.corr(cells.acceptance, method="spearman")
     why = (

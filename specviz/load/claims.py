@@ -360,7 +360,12 @@ class LoadDecision:
             first_off = self.levels[self.calls.index("off")]
             return f"speculate up to {self.boundary:g} {unit}, plain decoding from {first_off:g}"
         if st == "on":
-            return f"speculate at every tested load (up to {max(self.levels):g} {unit})"
+            ties = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "tie"]
+            if not ties:
+                return f"speculate at every tested load (up to {max(self.levels):g} {unit})"
+            on = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "on"]
+            return (f"speculate at {', '.join(f'{v:g}' for v in on)} {unit}; no difference "
+                    f"beyond the noise at {', '.join(f'{v:g}' for v in ties)}")  # fmt: skip
         if st == "off":
             return "keep speculation off (it lost at every tested load)"
         if st == "cannot tell":

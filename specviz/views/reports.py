@@ -57,8 +57,15 @@ def consistency_figures(report: Any, *, tokenizer: Tokenizer = None) -> dict[str
     names = [every[i] for i in order]
     bars = go.Figure(
         [
-            go.Bar(name="speculative", x=names, y=[spec[i] for i in order]),
-            go.Bar(name="standard", x=names, y=[std[i] for i in order]),
+            go.Bar(
+                name="speculative",
+                x=names,
+                y=[spec[i] for i in order],
+                marker_color=PALETTE["speculative"],
+            ),
+            go.Bar(
+                name="standard", x=names, y=[std[i] for i in order], marker_color=PALETTE["plain"]
+            ),
         ]
     )
     bars.update_layout(
@@ -71,14 +78,30 @@ def consistency_figures(report: Any, *, tokenizer: Tokenizer = None) -> dict[str
     expected = (np.arange(1, len(p) + 1) - 0.5) / len(p)
     qq = go.Figure(
         [
-            go.Scatter(x=expected, y=p, mode="markers", name="tests"),
-            go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="uniform", line={"dash": "dash"}),
+            go.Scatter(
+                x=expected, y=p, mode="markers", name="tests", marker_color=PALETTE["speculative"]
+            ),
+            go.Scatter(
+                x=[0, 1],
+                y=[0, 1],
+                mode="lines",
+                name="uniform",
+                line={"dash": "dash", "color": PALETTE["theory"]},
+            ),
         ]
     )
     qq.update_layout(
         title="p-values vs uniform (QQ)", xaxis_title="expected", yaxis_title="observed"
     )
-    pit = go.Figure([go.Histogram(x=report.pit, xbins={"start": 0, "end": 1, "size": 0.05})])
+    pit = go.Figure(
+        [
+            go.Histogram(
+                x=report.pit,
+                xbins={"start": 0, "end": 1, "size": 0.05},
+                marker_color=PALETTE["speculative"],
+            )
+        ]
+    )
     pit.update_layout(
         title="Randomized PIT of speculative tokens (uniform if lossless)",
         xaxis_title="PIT value",

@@ -37,6 +37,7 @@ __all__ = [
     "NextGamma",
     "next_gamma",
     "alone_sentence",
+    "claim1_lines",
 ]
 
 SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell"
@@ -69,9 +70,13 @@ class RatioVerdict:
             if math.isfinite(lo)
             else f" ({self.units} prompt(s): an interval needs at least 2)"
         )
-        tail = {SUPPORTS: f"supports {self.claim.lower()} at this size",
-                NOT_SUPPORTED: f"{self.claim.lower()} not supported at this size"}.get(
-            self.verdict, "cannot tell at this size")  # fmt: skip
+        if self.claim.startswith("Claim"):
+            tail = {SUPPORTS: f"supports {self.claim.lower()} at this size",
+                    NOT_SUPPORTED: f"{self.claim.lower()} not supported at this size"}.get(
+                self.verdict, "cannot tell at this size")  # fmt: skip
+        else:  # a measurement, not a claim: the side it came out on
+            tail = {SUPPORTS: "above 1 at this size", NOT_SUPPORTED: "below 1 at this size"}.get(
+                self.verdict, "cannot tell at this size")  # fmt: skip
         extra = f" -- {self.meaning}" if self.meaning else ""
         return f"{self.claim}: {self.statistic} {self.estimate:.2f}x{ci}: {tail}{extra}."
 
@@ -152,6 +157,45 @@ def speedup_verdict(
         },
         seed=seed,
     )
+
+
+def claim1_lines(
+    plain: Mapping[str, Sequence[float]],
+    spec: Mapping[str, Sequence[float]],
+    label: str,
+    *,
+    margin: float = 0.0,
+    seed: int = 0,
+) -> list[str]:
+    """Claim 1 (fewer serial target calls, not cheaper ones) for one speculative arm against
+    plain decoding on the same prompts (per prompt ``tokens``, ``calls``, ``seconds``): the
+    tokens per target call ratio and the seconds per call ratio, each with a 95% interval
+    over the prompts. *supports* when both intervals lie above 1 (fewer calls, each dearer),
+    *not supported* when the calls were not fewer, else *cannot tell*. Then the wall-clock
+    speed-up, the product of the two: a measurement, not the claim (``margin``: its noise
+    floor)."""
+    fewer = ratio_verdict({"t": spec["tokens"], "c": spec["calls"]},
+                          {"t": plain["tokens"], "c": plain["calls"]},
+                          claim="", statistic="", seed=seed)  # fmt: skip
+    dearer = ratio_verdict({"s": spec["seconds"], "c": spec["calls"]},
+                           {"s": plain["seconds"], "c": plain["calls"]},
+                           claim="", statistic="", seed=seed)  # fmt: skip
+
+    def ci(v: RatioVerdict) -> str:
+        return f" (95% CI {v.ci[0]:.2f}x-{v.ci[1]:.2f}x)" if math.isfinite(v.ci[0]) else ""
+
+    if fewer.verdict == SUPPORTS and dearer.verdict == SUPPORTS:
+        tail = "supports claim 1 at this size: fewer serial calls, each one dearer"
+    elif fewer.verdict == NOT_SUPPORTED:
+        tail = "claim 1 not supported at this size: no fewer serial calls"
+    else:
+        tail = "cannot tell at this size (an interval contains 1)"
+    first = (f"Claim 1, {label}: {fewer.estimate:.2f}x the tokens per target call of plain "
+             f"decoding{ci(fewer)}, each call {dearer.estimate:.2f}x as long{ci(dearer)} -- "
+             f"{tail}.")  # fmt: skip
+    speed = speedup_verdict(plain, spec, claim=f"Speed, {label}", label=f"the {label}",
+                            margin=margin, seed=seed)  # fmt: skip
+    return [first, speed.sentence()]
 
 
 # -- exact laws: lossless rules and shortcuts (notebooks 11, 12) -------------------------------

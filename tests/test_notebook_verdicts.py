@@ -241,3 +241,25 @@ def test_tree_figure_keeps_the_corrected_token_off_the_candidates():
     assert (diamond.x[0], diamond.y[0]) not in nodes
     square = next(t for t in fig.data if t.name == "committed text")
     assert square.text[0].endswith("the committed text")
+
+
+def test_claim11_costs_need_separated_intervals():
+    """07's review: no claim-11 verdict. Drafting milliseconds per accepted token, with an
+    interval over prompts; 'supports' only when the cheapest and dearest are apart."""
+    from specviz.lab.verdicts import claim11_costs
+
+    def cells(name, ms, acc):
+        return [dict(drafter=name, gamma=3, mode="greedy", prompt_id=f"p{i}",
+                     draft_time=ms[i] / 1e3, accepted=acc[i]) for i in range(len(ms))]  # fmt: skip
+
+    grid = pd.DataFrame(
+        cells("lookup", [1, 1, 2], [5, 6, 5]) + cells("head", [40, 50, 45], [8, 9, 7])
+    )
+    lines = claim11_costs(grid, gamma=3, mode="greedy")
+    assert lines[0].startswith("Claim 11, lookup: 0.25 ms of drafting per accepted token")
+    assert "supports claim 11 at this size: lookup is the cheapest" in lines[-1]
+    close = pd.DataFrame(cells("a", [10, 30, 20], [5, 6, 5]) + cells("b", [12, 28, 22], [5, 6, 5]))
+    assert "cannot tell" in claim11_costs(close, gamma=3, mode="greedy")[-1]
+    never = pd.DataFrame(cells("a", [1, 1, 1], [5, 6, 5]) + cells("b", [9, 9, 9], [0, 0, 0]))
+    assert "a is the cheapest per accepted token and b the dearest" in claim11_costs(
+        never, gamma=3, mode="greedy")[-1]  # fmt: skip

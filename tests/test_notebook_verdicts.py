@@ -263,3 +263,23 @@ def test_claim11_costs_need_separated_intervals():
     never = pd.DataFrame(cells("a", [1, 1, 1], [5, 6, 5]) + cells("b", [9, 9, 9], [0, 0, 0]))
     assert "a is the cheapest per accepted token and b the dearest" in claim11_costs(
         never, gamma=3, mode="greedy")[-1]  # fmt: skip
+
+
+def test_mean_accepted_length_gets_an_interval_over_prompts():
+    """07's review: no error bars on the mean accepted length."""
+    from specviz.lab.verdicts import accepted_length_intervals
+    from specviz.views import metric_bars_figure
+
+    grid = pd.DataFrame(
+        [dict(drafter="a", category=c, gamma=3, mode="greedy", prompt_id=f"{c}{i}",
+              new_tokens=20, target_calls=calls)
+         for c, callss in (("x", (10, 8, 12)), ("y", (5, 6, 4))) for i, calls in enumerate(callss)]
+    )  # fmt: skip
+    ci = accepted_length_intervals(grid, gamma=3, mode="greedy")
+    assert set(ci) == {("a", "x"), ("a", "y"), ("a", "all")}
+    lo, hi = ci[("a", "x")]
+    assert lo < 2.0 < hi and lo >= 20 / 12
+    summary = pd.DataFrame(dict(drafter=["a", "a"], category=["x", "y"],
+                                mean_accepted_length=[2.0, 4.0]))  # fmt: skip
+    fig = metric_bars_figure(summary, "mean_accepted_length", intervals=ci)
+    assert fig.data[0].error_y.visible and fig.data[0].error_y.array[0] == pytest.approx(hi - 2.0)

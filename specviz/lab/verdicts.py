@@ -39,6 +39,7 @@ __all__ = [
     "alone_sentence",
     "claim1_lines",
     "claim11_costs",
+    "accepted_length_intervals",
 ]
 
 SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell"
@@ -528,3 +529,24 @@ def claim11_costs(
         f"intervals of {cheap[0]} and {dear[0]} overlap)"
     )
     return lines + [f"Claim 11 verdict (gamma {gamma}, {mode}): {tail}."]
+
+
+def accepted_length_intervals(
+    grid: Any, *, gamma: int, mode: str, n_boot: int = 2000, seed: int = 0
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """``(drafter, category) -> (low, high)``: a 95% bootstrap interval over prompts of the
+    mean accepted length (tokens per target call, pooled) of a
+    :func:`specviz.lab.analysis.run_grid` table at one gamma and mode, category ``all``
+    included -- error bars for :func:`specviz.views.perf.metric_bars_figure`."""
+    rng = np.random.default_rng(seed)
+    sub = grid[(grid.gamma == gamma) & (grid["mode"] == mode)]
+    groups = list(sub.groupby(["drafter", "category"], sort=False))
+    groups += [((name, "all"), g) for name, g in sub.groupby("drafter", sort=False)]
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for (name, cat), g in groups:
+        per = g.groupby("prompt_id")[["new_tokens", "target_calls"]].sum()
+        tokens, calls = per.new_tokens.to_numpy(float), per.target_calls.to_numpy(float)
+        _, lo, hi = _sum_ratio_ci(tokens, calls, rng, n_boot)
+        if math.isfinite(lo) and math.isfinite(hi):
+            out[(str(name), str(cat))] = (lo, hi)
+    return out

@@ -355,6 +355,7 @@ def metric_bars_figure(
     cells: Any = None,
     counts: tuple[str, str] | None = None,
     confidence: float = 0.95,
+    intervals: Mapping[tuple[str, str], tuple[float, float]] | None = None,
 ) -> go.Figure:
     """One grouped bar per ``x`` value (task category), one colour per ``color`` value
     (drafter), height ``metric`` -- rows of :func:`specviz.analysis.summarize` already
@@ -368,7 +369,9 @@ def metric_bars_figure(
     its hover says "k of n"; the interval treats drafted tokens as independent, so it is a
     lower bound on the uncertainty across prompts. A bar with nothing drafted is not drawn
     (never a 0%): a grey x below the axis says "never reached". Pooled counts must give the
-    summary's rate, or this raises (cells of another slice).
+    summary's rate, or this raises (cells of another slice). Any other metric can carry error
+    bars from ``intervals``, ``(color value, x value) -> (low, high)`` (e.g. a bootstrap over
+    prompts of the mean accepted length).
 
     >>> import pandas as pd
     >>> s = pd.DataFrame(dict(drafter=["a", "a"], category=["x", "y"],
@@ -429,6 +432,11 @@ def metric_bars_figure(
                 )
         elif why:
             hover = [h + f"<br>{why}" for h in hover]
+        for i, v in enumerate(xs):  # given intervals (a metric without counts)
+            ci = (intervals or {}).get((str(name), str(v)))
+            if ci is not None and y[i] is not None and not known:
+                lo[i], hi[i] = ci
+                hover[i] += f"<br>{confidence:.0%} interval {ci[0]:.3f} to {ci[1]:.3f}"
         fig.add_trace(
             go.Bar(
                 name=str(name),
@@ -443,7 +451,7 @@ def metric_bars_figure(
                     arrayminus=[None if a is None else v - a for a, v in zip(lo, y, strict=True)],
                     color=col,
                     thickness=2,
-                    visible=bool(known),
+                    visible=bool(known or intervals),
                 ),
                 customdata=[
                     None if c is None else [*c, a, b] for c, a, b in zip(kn, lo, hi, strict=True)

@@ -283,8 +283,10 @@ def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
         out.append(head + f"; diverged with a clear margin at {where} -- contradicts claim 7: "
                    "the verify path, not numerics, changed the text.")  # fmt: skip
     else:
+        exact = int((ties.margin == 0).sum())
         note = (f"; {len(ties)} diverged at near ties (numerics: the verify pass and the decode "
-                "pass rounded differently)" if len(ties) else "")  # fmt: skip
+                "pass rounded differently" + (f"; {exact} at an exact tie, decided by "
+                "tie-breaking alone" if exact else "") + ")" if len(ties) else "")  # fmt: skip
         out.append(head + note + " -- supports claim 7: speculation itself never changed the "
                    "greedy text.")  # fmt: skip
     diff = prec[~prec.identical]

@@ -279,14 +279,15 @@ def margin_figure(
                 mode="markers+text",
                 text=[str(d.get("label", "")) + (" (exact tie)" if float(d["margin"]) == 0 else "")
                       for d in mine],  # fmt: skip
-                textposition="top center",
+                textposition="top right",  # the left edge is where ties sit: no clipping
                 marker=dict(symbol="x", size=12, color="black"),
                 customdata=[float(d["margin"]) for d in mine],
                 hovertemplate="%{text}<br>margin %{customdata:.4f}<extra></extra>",
             ),
             row=1, col=col,
         )  # fmt: skip
-    fig.update_xaxes(title_text="log10(top-1 logit - top-2 logit)")
+    fig.update_xaxes(title_text="log10(top-1 logit - top-2 logit)",
+                     range=[math.log10(floor) - 0.2, hi + 0.2])  # fmt: skip
     fig.update_yaxes(title_text="greedy steps", row=1, col=1)
     fig.update_yaxes(tickformat=",d", dtick=max(1, math.ceil(ymax / 6)), rangemode="tozero")
     fig.update_layout(title=title, height=420, bargap=0.05)

@@ -347,7 +347,7 @@ def timeline_figure(result: LoadResult, *, title: str | None = None) -> go.Figur
                      dtick=max(1, math.ceil(n / 16)))  # fmt: skip
     what = "req/s" if result.scenario == "rate" else "clients"
     fig.update_layout(
-        title=title or f"{result.engine}: {result.level:g} {what}, max batch {result.max_batch}",
+        title=title or f"{result.engine}: {result.level:.3g} {what}, max batch {result.max_batch}",
         height=max(300, 14 * len(result.requests) + 120),
     )
     return fig

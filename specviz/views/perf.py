@@ -517,6 +517,7 @@ def cost_benefit_figure(summary: Any, *, title: str | None = None) -> go.Figure:
                 marker=dict(size=[16 if b else 8 for b in big], color=colors[str(name)]),
                 text=[f"{name}: {v:.2f}x" if b else "" for b, v in zip(big, sp, strict=True)],
                 textposition="top right" if i % 2 == 0 else "bottom right",
+                cliponaxis=False,
                 customdata=list(zip(sub["category"].astype(str), sp, strict=True)),
                 hovertemplate="%{customdata[0]}: draft share %{x:.1%}, %{y:.2f} tokens/call, "
                 "speedup %{customdata[1]:.2f}x<extra>" + str(name) + "</extra>",

@@ -443,7 +443,9 @@ def metric_bars_figure(
                 x=[str(v) for v in xs],
                 y=y,
                 # a lighter fill, so the interval (the series' own colour) shows inside the bar
-                marker=dict(color=col, opacity=0.55 if known else 1.0, line=dict(color=col)),
+                marker=dict(
+                    color=col, opacity=0.55 if known or intervals else 1.0, line=dict(color=col)
+                ),
                 error_y=dict(
                     type="data",
                     symmetric=False,

@@ -283,3 +283,28 @@ def test_mean_accepted_length_gets_an_interval_over_prompts():
                                 mean_accepted_length=[2.0, 4.0]))  # fmt: skip
     fig = metric_bars_figure(summary, "mean_accepted_length", intervals=ci)
     assert fig.data[0].error_y.visible and fig.data[0].error_y.array[0] == pytest.approx(hi - 2.0)
+
+
+def test_gamma_figures_use_the_palette_and_show_their_numbers():
+    """08 and 10's figures (issue 27): plotly's default blue gone, values on the figure,
+    intervals drawn where the table has them."""
+    from specviz.perf.theory import VerifyCost
+    from specviz.views import category_speedup_figure, policy_speedup_figure, verify_cost_figure
+    from specviz.views.palette import PALETTE
+
+    vc = VerifyCost((1, 2, 3), (1.0, 1.3, 1.6), 16)
+    fig = verify_cost_figure({"packed kernels": vc, "stock kernels": vc})
+    assert list(fig.data[0].text) == ["1.00", "1.30", "1.60"]
+    assert fig.data[0].line.color != fig.data[1].line.color
+    lab = pd.DataFrame(dict(policy=["constant(1)", "ema"], speedup=[0.89, 1.25],
+                            tokens_per_call=[1.2, 1.9]))  # fmt: skip
+    bars = policy_speedup_figure(lab)
+    assert bars.data[0].marker.color == PALETTE["speculative"]
+    assert bars.layout.yaxis.range[1] > 1.25  # the tallest bar and its label fit
+    table = pd.DataFrame(dict(category=["a", "b", "a", "b"], gamma=[2, 2, 4, 4],
+                              speedup=[1.2, 0.9, 1.1, 0.8], speedup_ci_low=[1.0, 0.7, np.nan, 0.6],
+                              speedup_ci_high=[1.4, 1.1, np.nan, 1.0]))  # fmt: skip
+    cat = category_speedup_figure(table)
+    assert [t.name for t in cat.data] == ["gamma 2", "gamma 4"]
+    assert list(cat.data[0].error_y.array) == pytest.approx([0.2, 0.2])
+    assert cat.data[1].error_y.array[0] is None  # one prompt: no interval, none drawn

@@ -139,3 +139,27 @@ def test_verdicts_do_not_read_noise_as_an_effect():
     assert claim4_verdict(x).status == "supported"  # no noise floor: the old reading
     assert claim4_verdict(x, noise=0.1).status == "not shown"
     assert claim4_verdict(find_crossover([1, 2, 4], [1.5, 1.1, 0.7]), noise=0.1).supported
+
+
+def test_accounting_line_states_both_checks_and_fails_a_prefill_left_out(slow_prefill):
+    from specviz.load import ServedBatch, accounting_line
+
+    target, draft = sv.toy_pair(5, 2, seed=0)
+    eng = make_engine(target, draft, speculative=True, max_new_tokens=3, gamma=2)
+    sw = load_sweep(None, None, [[0, 1], [2], [3, 4, 0]], concurrencies=[1, 2], n_requests=3,
+                    max_batch=2, max_new_tokens=3, engines=[make_engine(target, speculative=False,
+                    max_new_tokens=3), eng], progress=False)  # fmt: skip
+    line = accounting_line(sw)
+    assert line.startswith("Accounting (4 runs): server busy at most ") and "FAILED" not in line
+
+    class OldClock:  # the bug: token times from after the prefill, service time with it
+        name, speculative = "old", False
+
+        def __call__(self, prompts):
+            times = tuple((0.05, 0.10) for _ in prompts)
+            toks = tuple((1, 2) for _ in prompts)
+            return ServedBatch(toks, times, 0.1 + SLOW_PREFILL, prefill_seconds=SLOW_PREFILL)
+
+    old = load_sweep(None, None, [[1], [2]], concurrencies=[2], n_requests=4, max_batch=2,
+                     max_new_tokens=2, engines=[OldClock()], progress=False)  # fmt: skip
+    assert "FAILED" in accounting_line(old)

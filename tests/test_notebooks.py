@@ -150,9 +150,10 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             # issue 27: noise floors from repeats; 07 and 09 reconciled on screen
             "Noise floors: batch sweep ",
             "07 vs 09, one request at a time: split 'train': ",
+            "Accounting (",
             "split 'heldout': ",
         ],
-        ["the fallback never triggered", "early_exit:28"],
+        ["the fallback never triggered", "early_exit:28", "FAILED: a token time leaves"],
     ),
     "10_deployment_checklist.ipynb": (
         [

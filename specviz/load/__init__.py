@@ -56,7 +56,15 @@ from .claims import (
 from .engines import BatchEngine, ServedBatch, fixed_engine, make_engine
 from .records import BatchRecord, LoadResult, RequestRecord
 from .serve import serve
-from .sweeps import Crossover, LoadSweep, batch_sweep, find_crossover, load_sweep, served_alone
+from .sweeps import (
+    Crossover,
+    LoadSweep,
+    accounting_line,
+    batch_sweep,
+    find_crossover,
+    load_sweep,
+    served_alone,
+)
 from .workload import (
     LOWER_IS_BETTER,
     LoadPrompt,
@@ -79,6 +87,7 @@ __all__ = [
     "Request",
     "RequestRecord",
     "ServedBatch",
+    "accounting_line",
     "batch_sweep",
     "call_split",
     "claim12_verdict",

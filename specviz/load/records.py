@@ -78,6 +78,7 @@ class BatchRecord:
     kv_tokens: int  # prompt + generated tokens of all rows at the end (logical KV tokens)
     row_calls: int = 0
     reused: bool = False  # service measured once for this exact batch and reused
+    prefill_seconds: float = 0.0  # measured prompt prefill at the start of the service
 
     @property
     def size(self) -> int:
@@ -175,6 +176,18 @@ class LoadResult:
             ),
             "kv_tokens_peak": max(b.kv_tokens for b in self.batches),
             "reused_batches": sum(b.reused for b in self.batches),
+        }
+
+    def accounting(self) -> dict[str, float]:
+        """The checks the load accounting must pass: ``utilization`` (<= 1: one server is
+        never busier than its span) and ``ttft_margin``, the smallest TTFT minus (queueing +
+        its batch's measured prefill) over the requests (>= 0: no first token before the
+        prompts were prefilled)."""
+        prefill = {b.index: b.prefill_seconds for b in self.batches}
+        margins = [r.ttft - r.queue_time - prefill[r.batch] for r in self.requests if r.token_times]
+        return {
+            "utilization": float(self.summary()["utilization"]),
+            "ttft_margin": min(margins) if margins else math.nan,
         }
 
     def to_dataframe(self) -> Any:

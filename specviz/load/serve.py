@@ -140,6 +140,7 @@ def serve(
                     kv,
                     served.row_calls,
                     reused,
+                    served.prefill_seconds,
                 )
             )
             now += served.service_time

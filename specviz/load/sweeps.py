@@ -22,6 +22,7 @@ __all__ = [
     "load_sweep",
     "batch_sweep",
     "served_alone",
+    "accounting_line",
 ]
 
 
@@ -273,6 +274,21 @@ def load_sweep(
                     results.append(replace(res, repeat=rep))
                     bar.update(1)
     return _sweep(results, names, scenario, repeats)
+
+
+def accounting_line(*sweeps: LoadSweep) -> str:
+    """One line that states the load accounting's two checks over every run (every engine,
+    level and repeat) of ``sweeps``: the busiest server's utilisation (must be <= 100%) and
+    the smallest TTFT minus queueing minus its batch's measured prefill (must be >= 0)."""
+    acc = [r.accounting() for sw in sweeps for r in sw.results]
+    util = max(a["utilization"] for a in acc)
+    margin = min(a["ttft_margin"] for a in acc)
+    ok = util <= 1.0 + 1e-9 and margin >= 0.0
+    return (
+        f"Accounting ({len(acc)} runs): server busy at most {util:.1%} of its span; every TTFT >= "
+        f"queueing + its batch's measured prefill (smallest margin {margin:.3f} s: the first step)"
+        + ("" if ok else " -- FAILED: a token time leaves the prefill out")
+    )
 
 
 def _sweep(results: list[LoadResult], names: list[str], scenario: str, repeats: int) -> LoadSweep:

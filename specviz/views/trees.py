@@ -117,7 +117,7 @@ def tree_figure(
     tail = None if context is None else "…" + context[-24:].replace("\n", "↵")
     fig.add_trace(go.Scatter(x=[0], y=[pos[-1][1]], mode="markers+text" if tail else "markers",
                              marker=dict(size=14, color="black", symbol="square"),
-                             text=[tail] if tail else None, textposition="bottom center",
+                             text=[tail] if tail else None, textposition="bottom right",
                              name="committed text", hovertext=[context or "committed text"],
                              hoverinfo="text"))  # fmt: skip
     accepted = len(step.path)
@@ -148,7 +148,7 @@ def recursive_residual_figure(
     ids = sorted(set(ids) | set(walk.tokens), key=lambda i: -float(laws[0][i]))
     labels = _labels(ids, tokenizer)
     titles = ["target p"] + [
-        f"after rejecting {token_label(t, tokenizer)!r} (accept prob. {_fmt(a)})"
+        f"after rejecting {token_label(t, tokenizer)!r}<br>(accept prob. {_fmt(a)})"
         for t, a in zip(walk.tokens, walk.accept_probs, strict=True)
     ]
     fig = make_subplots(rows=1, cols=len(laws), subplot_titles=titles, shared_yaxes=True)
@@ -173,6 +173,6 @@ def recursive_residual_figure(
     fig.update_xaxes(type="category")
     fig.update_layout(
         title=title or "The recursive residual: each rejected candidate's draft mass leaves p",
-        height=380, bargap=0.2,
+        height=400, bargap=0.2, margin=dict(t=110),
     )  # fmt: skip
     return fig

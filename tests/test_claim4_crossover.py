@@ -235,16 +235,17 @@ def test_checklist_turns_speculation_on_below_the_crossover():
     load_items = [a for a in adv if a.scope == "load"]
     assert len(load_items) == 1
     item = load_items[0]
-    assert item.action.startswith("turn speculation on here up to ~")
-    assert item.severity == "info" and item.line().startswith("[OK] load: turn speculation on")
-    assert checklist.claim12_verdict(adv).status == "supported"
+    assert item.action.startswith("throughput-first: speculate up to ")
+    assert item.severity == "info" and item.line().startswith("[OK] load: throughput-first")
+    v = checklist.claim12_verdict(adv)
+    assert v.status == "supported" and "load boundary" in v.reason
     # speculation that never paid under load: nothing to turn on
     never = find_crossover(LEVELS, [0.5, 0.4, 0.4, 0.3], scenario="concurrency")
     v = checklist.claim12_verdict(checklist.advise(_table().iloc[:0], crossovers=[never]))
     assert v.status == "not shown"
     always = find_crossover(LEVELS, [1.5, 1.4, 1.3, 1.2], scenario="concurrency")
     v = checklist.claim12_verdict(checklist.advise(_table().iloc[:2], crossovers=[always]))
-    assert v.status == "not supported" and "no fallback was needed" in v.reason
+    assert v.status == "not supported" and "no fallback needed" in v.reason
 
 
 def test_checklist_claim10_verdict():

@@ -199,12 +199,14 @@ def test_theory_figure_uses_the_measured_c():
     vc = theory.VerifyCost((1, 2, 3, 4), (1.0, 1.1, 1.3, 1.4), 16)
     fig = perf_views.predicted_speedup_figure((0.5, 0.9), c, vc, max_gamma=6)
     assert f"c = {c:.3f}" in fig.layout.title.text and "0.020" not in fig.layout.title.text
-    lev = next(t for t in fig.data if t.name == "a=0.5")
+    # two panels (issue 27): Leviathan left, with the measured verify cost right
+    lev = next(t for t in fig.data if t.name == "a=0.5" and t.xaxis in (None, "x"))
     assert list(lev.x)[0] == 0  # plain decoding is on the curve
     assert list(lev.y) == pytest.approx([theory.speedup(0.5, g, c) for g in range(7)])
-    ver = next(t for t in fig.data if t.name == "a=0.5 + verify cost")
+    ver = next(t for t in fig.data if t.name == "a=0.5" and t.xaxis == "x2")
     assert max(ver.x) + 1 <= vc.measured_up_to  # measured part only
-    ext = next(t for t in fig.data if t.name.startswith("a=0.5 + verify cost, extrapolated"))
+    ext = next(t for t in fig.data if (t.name or "").startswith("a=0.5, v(n) extrapolated"))
+    assert ext.xaxis == "x2"
     assert [g for g in ext.x if g + 1 > vc.measured_up_to] == [4, 5, 6]
     assert vc.extrapolated(5) and not vc.extrapolated(4)
     with pytest.raises(ValueError):

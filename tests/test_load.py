@@ -453,12 +453,17 @@ def test_checklist_advice_follows_the_thresholds():
     ]
     adv = checklist.advise(table.iloc[:0], crossovers=xs, greedy_verdict="bug",
                            consistency_verdict="inconsistent")  # fmt: skip
-    actions = [a.action for a in adv]
-    assert actions[0].startswith("turn speculation on here up to ~") and "clients" in actions[0]
-    assert actions[0].endswith("off above")
-    assert actions[1] == "keep speculation off"
-    assert actions[2].startswith("speculation paid up to 4")
-    assert [a.severity for a in adv[3:]] == ["stop", "stop", "stop"]
+    # one load item, one decision per metric family (issue 27: "[OK] paid up to 2 clients"
+    # next to "[WARN] keep speculation off" read as a contradiction); TTFT lost everywhere
+    # and TPOT won everywhere: the latency family is off, throughput has a boundary
+    load_item = adv[0]
+    assert load_item.scope == "load" and [a.scope for a in adv].count("load") == 1
+    assert load_item.action == (
+        "throughput-first: speculate up to 4 concurrent clients, plain decoding from 16; "
+        "latency-first: keep speculation off (it lost at every tested load)"
+    )
+    assert [d.status for d in load_item.decisions] == ["boundary", "off"]
+    assert [a.severity for a in adv[1:]] == ["stop", "stop", "stop"]
     assert (adv[-1].scope, adv[-1].action) == ("overall", "do not deploy")
     assert checklist.markdown_table(pd.DataFrame({"x": ["a|b"]})).endswith("| a\\|b |")
 

@@ -437,7 +437,12 @@ def test_metric_bars_and_cost_figures():
         viz.metric_bars_figure(s, "nope")
     cost = viz.cost_benefit_figure(s)
     assert list(cost.data[0].marker.size) == [8, 16]  # category "all" drawn large
-    assert list(cost.data[1].x) == [0.2, 0.25] and list(cost.data[1].customdata) == [0.9, 0.8]
+    assert list(cost.data[1].x) == [0.2, 0.25]
+    assert [list(c) for c in cost.data[1].customdata] == [["x", 0.9], ["all", 0.8]]
+    # issue 27: the speedup labels the pooled marker; drafters keep their bar colours
+    assert list(cost.data[1].text) == ["", "b: 0.80x"]
+    assert [t.marker.color for t in cost.data] == [t.marker.color for t in fig.data]
+    assert cost.data[0].marker.color != cost.data[1].marker.color
 
 
 def test_tokens_per_call_points_take_their_curves_colour():

@@ -85,6 +85,7 @@ def _result(rows: list[Row], decoder: Decoder, total: float, *, record: bool, pl
         traces,
         decoder.draft_seconds,
         decoder.verify_seconds,
+        decoder.prefill_seconds,
     )
 
 

@@ -49,8 +49,9 @@ class BatchResult:
     # randomized PIT without a second teacher-forcing pass.
     token_probs: list[list[float]] | None = None
     mass_above: list[list[float]] | None = None
-    # Seconds since the call started at which each new token of each row was committed
-    # (all tokens accepted in one verification share its time): TTFT and inter-token latency.
+    # Seconds since the call started (before the prompts' prefill) at which each new token of
+    # each row was committed (all tokens accepted in one verification share its time): TTFT
+    # (prefill included) and inter-token latency.
     token_times: list[list[float]] | None = None
     # With trace=True: each row's trace (the same record the serial engine returns).
     traces: list[Trace] | None = None
@@ -59,6 +60,9 @@ class BatchResult:
     # rest of ``total_time`` is prefill, rollback and the drafter's catching up on the target.
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
+    # Seconds of the start before the first step (the prompts' prefill, target and draft);
+    # ``token_times`` and ``total_time`` count from the start of it.
+    prefill_seconds: float = 0.0
 
     @property
     def tokens_per_second(self) -> float:

@@ -88,10 +88,14 @@ class Decoder:
         # logits: untraced greedy runs skip building the one-hot [k+1, V] "probabilities".
         self.logits_suffice = spec is VERIFIERS["greedy"] and not trace and not record
         self.calls = 0
+        self.prefill_seconds = 0.0  # start(): prompt prefill of target and draft
         self.draft_seconds = self.verify_seconds = 0.0  # summed over steps
 
     # -- setup ----------------------------------------------------------------------------
     def start(self) -> None:
+        # The clock starts before the prompts are prefilled: every token time (TTFT above all)
+        # and the run's total include the prefill, as a server's service time does.
+        self.t0 = time.perf_counter()
         by_prompt: dict[tuple[int, ...], list[Row]] = {}
         for r in self.rows:
             if r.room > 0:
@@ -111,7 +115,7 @@ class Decoder:
                 m = g.context.numel() - g.pending.numel()
                 if m:
                     g.drafter.observe_target(g.context[:m], f[:m])
-        self.t0 = time.perf_counter()
+        self.prefill_seconds = time.perf_counter() - self.t0
 
     def run(self) -> float:
         """Decode to the end; returns the seconds it took."""

@@ -30,7 +30,7 @@ import math
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +153,14 @@ def _row(prompt: Any, gamma: int, res: Any, base: Any) -> dict[str, Any]:
 
 
 def category_table(runs: Any) -> Any:
-    """Per (category, gamma): tokens/s, speed-up over plain on the same prompts, acceptance,
-    mean accepted length (tokens per target call), the share of steps whose *first* draft was
-    rejected, the draft's share of the wall time, and whether greedy tokens matched."""
+    """Per (category, gamma): tokens/s, speed-up over plain on the same prompts (with a 95%
+    bootstrap interval over the prompts, ``speedup_ci_low`` / ``speedup_ci_high``: NaN with
+    one prompt), acceptance, mean accepted length (tokens per target call), the share of
+    steps whose *first* draft was rejected, the draft's share of the wall time, and whether
+    greedy tokens matched."""
     import pandas as pd
+
+    from .verdicts import speedup_verdict
 
     if runs.empty:
         raise ValueError("no runs to summarise")
@@ -167,6 +171,15 @@ def category_table(runs: Any) -> Any:
         rate = sub.tokens.sum() / sub.seconds.sum()
         drafted = sub.drafted.sum()
         steps = sub.steps_with_drafts.sum()
+        ci = (math.nan, math.nan)
+        if base.prompt_id.is_unique and set(sub.prompt_id) <= set(base.prompt_id):
+            pair = base.set_index("prompt_id").loc[list(sub.prompt_id)]  # same prompts, plain
+            ci = speedup_verdict(
+                {"tokens": pair.tokens.tolist(), "seconds": pair.seconds.tolist()},
+                {"tokens": sub.tokens.tolist(), "seconds": sub.seconds.tolist()},
+                claim="",
+                label="",
+            ).ci
         rows.append(
             dict(
                 category=cat,
@@ -174,6 +187,8 @@ def category_table(runs: Any) -> Any:
                 prompts=len(sub),
                 tokens_per_s=rate,
                 speedup=rate / plain_rate,
+                speedup_ci_low=ci[0],
+                speedup_ci_high=ci[1],
                 acceptance=sub.accepted.sum() / drafted if drafted else math.nan,
                 tokens_per_call=sub.tokens.sum() / sub.target_calls.sum(),
                 first_rejection_share=sub.first_rejections.sum() / steps if steps else math.nan,
@@ -191,6 +206,8 @@ class Advice:
     action: str  # short imperative
     reason: str  # the measured numbers behind it
     severity: str = "info"  # "info" | "warn" | "stop"
+    # the load item: one specviz.load.LoadDecision per metric family
+    decisions: tuple = field(default=(), repr=False, compare=False)
 
     def line(self) -> str:
         mark = {"stop": "STOP", "warn": "WARN", "info": "OK"}[self.severity]
@@ -206,6 +223,7 @@ def advise(
     consistency: Any = None,
     min_speedup: float = 1.0,
     first_rejection_alarm: float = 0.5,
+    noise: float = 0.0,
 ) -> list[Advice]:
     """Turn the measurements into the article's decisions, with fixed thresholds:
 
@@ -213,10 +231,12 @@ def advise(
       ``min_speedup``, else fall back to plain decoding;
     * if more than ``first_rejection_alarm`` of the steps at the *shortest* gamma rejected the
       first draft: shorten gamma or change the drafter (claim 10);
-    * per load crossover (:class:`specviz.load.Crossover`): where speculation paid at low
-      load and stopped, "turn speculation on here up to ~x, off above" (the article's
-      enabling boundary, an ``info`` item); or that it never paid / always paid in the tested
-      range;
+    * load, from the crossovers (:class:`specviz.load.Crossover`) of a load sweep: one
+      decision per metric family (:func:`specviz.load.load_decisions`: throughput, and
+      latency -- TTFT, TPOT, completion), reconciled in one ``"load"`` item, e.g.
+      "throughput-first: speculate up to 2 concurrent clients, plain decoding from 4;
+      latency-first: keep speculation off"; speed-ups within ``noise`` (the sweep's noise
+      floor) decide nothing;
     * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop;
     * the statistical check counts as a pass only with its power: pass the
       :class:`~specviz.ConsistencyReport` as ``consistency`` (its ``outcome``). A check whose
@@ -252,46 +272,8 @@ def advise(
                     "warn",
                 )
             )
-    for x in crossovers:
-        unit = "requests/s" if x.scenario == "rate" else "concurrent clients"
-        lo, hi = min(x.levels), max(x.levels)
-        if x.status == "crosses":
-            out.append(
-                Advice(
-                    "load",
-                    f"turn speculation on here up to ~{x.level:.3g} {unit}, off above",
-                    f"{x.metric}: speculation paid below it and its speed-up fell "
-                    f"through 1 there ({', '.join(f'{s:.2f}x' for s in x.speedups)} at "
-                    f"{list(x.levels)})",
-                )
-            )
-        elif x.status == "never_pays":
-            out.append(
-                Advice(
-                    "load",
-                    "keep speculation off",
-                    f"{x.metric}: it lost at every tested load {lo:g}-{hi:g} {unit} "
-                    f"(best {max(x.speedups):.2f}x)",
-                    "warn",
-                )
-            )
-        elif x.status == "always_pays":
-            out.append(
-                Advice(
-                    "load",
-                    f"speculation paid up to {hi:g} {unit}; test higher load",
-                    f"{x.metric}: speed-ups {', '.join(f'{s:.2f}x' for s in x.speedups)}",
-                )
-            )
-        else:
-            out.append(
-                Advice(
-                    "load",
-                    f"speculate only above ~{x.level:.3g} {unit} (unusual: check noise)",
-                    f"{x.metric}: speed-ups {', '.join(f'{s:.2f}x' for s in x.speedups)}",
-                    "warn",
-                )
-            )
+    if crossovers:
+        out.append(_load_advice(crossovers, noise))
     if greedy_verdict == "bug":
         out.append(
             Advice(
@@ -308,6 +290,19 @@ def advise(
         out.append(item)
     out.append(_overall(out, greedy_verdict, state, consistency))
     return out
+
+
+def _load_advice(crossovers: Sequence[Any], noise: float) -> Advice:
+    """One "load" item: the decision of each metric family, side by side, so a throughput
+    gain and a latency loss read as a choice for the operator, not as two contradictions."""
+    from ..load.claims import load_decisions
+
+    decisions = load_decisions(crossovers, noise=noise)
+    first = {"throughput": "throughput-first", "latency": "latency-first"}
+    action = "; ".join(f"{first[d.family]}: {d.action()}" for d in decisions)
+    reason = " | ".join(f"{d.family}: {d.numbers()}" for d in decisions)
+    anywhere = any(d.status in ("on", "boundary") for d in decisions)
+    return Advice("load", action, reason, "info" if anywhere else "warn", tuple(decisions))
 
 
 def _statistical_advice(verdict: str | None, report: Any) -> tuple[str, Advice | None]:
@@ -419,6 +414,13 @@ def claim10_verdict(table: Any, *, draft_cost: float | None = None) -> Any:
         return ClaimVerdict(
             10, "not shown", f"{len(cells)} (category, gamma) cells: too few to rank{cost}"
         )
+    if cells.tokens_per_call.nunique() < 2 or cells.acceptance.nunique() < 2:
+        return ClaimVerdict(
+            10,
+            "not shown",
+            f"{len(cells)} (category, gamma) cells, but tokens per target call or the acceptance "
+            f"rate took one value in all of them: nothing to rank{cost}",
+        )
     rho_len = cells.speedup.corr(cells.tokens_per_call, method="spearman")
     rho_acc = cells.speedup.corr(cells.acceptance, method="spearman")
     why = (
@@ -435,28 +437,41 @@ def claim10_verdict(table: Any, *, draft_cost: float | None = None) -> Any:
 
 def claim12_verdict(advice: Sequence[Advice]) -> Any:
     """Claim 12 (speculation needs an enabling boundary and a fallback), from
-    :func:`advise`: *supported* when the measurements called for speculation somewhere (a
-    category that speculates, or load where it paid) **and** for plain decoding elsewhere (a
-    category that falls back, or load above a crossover); *not supported* when speculation
-    paid everywhere tested (a fixed switch would do); *not shown* when it paid nowhere.
-    Returns a :class:`specviz.load.ClaimVerdict`."""
+    :func:`advise`. A *fallback* is a boundary inside the measurements: a load boundary (a
+    metric family that paid at low load and lost beyond the noise from some load up), or a
+    task boundary (a category that speculates next to one that falls back: acceptance too
+    low). A family that lost at *every* load is a choice of what to optimise, not a
+    boundary. *supported* when speculation paid somewhere and such a boundary exists;
+    *not supported* when it paid everywhere tested (a fixed switch would do); *not shown*
+    when it paid nowhere. Returns a :class:`specviz.load.ClaimVerdict`."""
     from ..load.claims import ClaimVerdict
 
-    on = [a for a in advice if a.action.startswith(("speculate", "turn speculation on"))
-          or a.action.startswith("speculation paid up to")]  # fmt: skip
-    off = [
-        a
-        for a in advice
-        if a.action in ("plain decoding", "keep speculation off") or a.action.endswith("off above")
-    ]
-    on_s = ", ".join(sorted({a.scope for a in on})) or "nowhere"
-    off_s = ", ".join(sorted({a.scope for a in off})) or "nowhere"
-    why = f"speculate: {on_s}; fall back to plain decoding: {off_s}"
-    if on and off:
+    cats_on = sorted({a.scope for a in advice
+                      if a.scope.startswith("category ") and a.action.startswith("speculate")})  # fmt: skip
+    cats_off = sorted({a.scope for a in advice
+                       if a.scope.startswith("category ") and a.action == "plain decoding"})  # fmt: skip
+    decisions = [d for a in advice if a.scope == "load" for d in a.decisions]
+    load_on = [d for d in decisions if d.status in ("on", "boundary")]
+    bounds = [d for d in decisions if d.status == "boundary"]
+    on = cats_on + [f"load ({d.family})" for d in load_on]
+    parts = []
+    if bounds:
+        parts.append("load boundary: " + "; ".join(f"{d.family}: {d.action()}" for d in bounds))
+    if cats_on and cats_off:
+        parts.append(f"task boundary: speculate for {', '.join(cats_on)}, plain decoding for "
+                     f"{', '.join(cats_off)}")  # fmt: skip
+    why = f"speculation paid: {', '.join(on) or 'nowhere'}"
+    if parts:
+        why += "; " + "; ".join(parts)
+    if on and parts:
         return ClaimVerdict(12, "supported", why)
     if on:
-        return ClaimVerdict(12, "not supported", why + " -- no fallback was needed in this range")
-    return ClaimVerdict(12, "not shown", why + " -- speculation paid nowhere, nothing to turn on")
+        return ClaimVerdict(
+            12, "not supported", why + " -- no boundary inside the tested range: no fallback needed"
+        )
+    return ClaimVerdict(
+        12, "not shown", why + " -- nothing to turn on, so nothing to fall back from"
+    )
 
 
 def markdown_table(df: Any, *, digits: int = 3) -> str:

@@ -230,11 +230,17 @@ def run_live(
     """Greedy runs of every policy on every prompt next to plain decoding, interleaved per
     prompt (so machine drift hits all alike). One row per policy: tokens, seconds, target
     calls, drafted, accepted, speedup over plain, and whether every text equals plain
-    decoding's (it must: policies never touch verification)."""
+    decoding's (it must: policies never touch verification). ``speedup_ci_low`` /
+    ``speedup_ci_high``: a 95% bootstrap interval of the speedup over the prompts (NaN with
+    one prompt), so a live speedup comes with the spread a single timed run hides."""
     from ..decoding.serial import autoregressive_generate, speculative_generate
+    from .verdicts import speedup_verdict
 
     pols = [as_policy(p) for p in policies]
     plain_s, plain_tok = 0.0, 0
+    per_prompt: dict[str, dict[str, list[float]]] = {
+        k: {"tokens": [], "seconds": []} for k in ["plain", *(p.name for p in pols)]
+    }
     acc: dict[str, dict[str, Any]] = {
         p.name: dict(
             policy=p.name, tokens=0, seconds=0.0, calls=0, drafted=0, accepted=0, identical=True
@@ -247,6 +253,8 @@ def run_live(
         )
         plain_s += plain.total_time
         plain_tok += len(plain.new_tokens)
+        per_prompt["plain"]["tokens"].append(len(plain.new_tokens))
+        per_prompt["plain"]["seconds"].append(plain.total_time)
         for p in pols:
             r = speculative_generate(
                 target,
@@ -263,15 +271,21 @@ def run_live(
             row["drafted"] += sum(r.drafted_counts)
             row["accepted"] += sum(r.accepted_counts)
             row["identical"] &= r.new_tokens == plain.new_tokens
+            per_prompt[p.name]["tokens"].append(len(r.new_tokens))
+            per_prompt[p.name]["seconds"].append(r.total_time)
     plain_tps = plain_tok / plain_s if plain_s > 0 else math.nan
     rows = []
     for row in acc.values():
         tps = row["tokens"] / row["seconds"] if row["seconds"] > 0 else math.nan
+        ci = speedup_verdict(per_prompt["plain"], per_prompt[row["policy"]], claim="",
+                             label=row["policy"]).ci  # fmt: skip
         row.update(
             tokens_per_call=row["tokens"] / row["calls"] if row["calls"] else math.nan,
             tokens_per_s=tps,
             plain_tokens_per_s=plain_tps,
             speedup=tps / plain_tps,
+            speedup_ci_low=ci[0],
+            speedup_ci_high=ci[1],
         )
         rows.append(row)
     return rows

@@ -44,17 +44,27 @@ from __future__ import annotations
 
 from .claims import (
     ClaimVerdict,
+    LoadDecision,
     call_split,
     claim1_verdict,
     claim4_verdict,
     claim5_verdict,
     claim12_verdict,
     fallback_batch,
+    load_decisions,
 )
 from .engines import BatchEngine, ServedBatch, fixed_engine, make_engine
 from .records import BatchRecord, LoadResult, RequestRecord
 from .serve import serve
-from .sweeps import Crossover, LoadSweep, batch_sweep, find_crossover, load_sweep
+from .sweeps import (
+    Crossover,
+    LoadSweep,
+    accounting_line,
+    batch_sweep,
+    find_crossover,
+    load_sweep,
+    served_alone,
+)
 from .workload import (
     LOWER_IS_BETTER,
     LoadPrompt,
@@ -70,12 +80,14 @@ __all__ = [
     "ClaimVerdict",
     "Crossover",
     "LOWER_IS_BETTER",
+    "LoadDecision",
     "LoadPrompt",
     "LoadResult",
     "LoadSweep",
     "Request",
     "RequestRecord",
     "ServedBatch",
+    "accounting_line",
     "batch_sweep",
     "call_split",
     "claim12_verdict",
@@ -86,9 +98,11 @@ __all__ = [
     "find_crossover",
     "fixed_engine",
     "load_prompts_for",
+    "load_decisions",
     "load_sweep",
     "make_engine",
     "mixed_prompts",
     "poisson_arrivals",
     "serve",
+    "served_alone",
 ]

@@ -29,6 +29,8 @@ __all__ = [
     "claim5_verdict",
     "claim12_verdict",
     "fallback_batch",
+    "LoadDecision",
+    "load_decisions",
 ]
 
 STATUSES = ("supported", "partly supported", "not supported", "not shown")
@@ -105,38 +107,54 @@ def claim1_verdict(split: Any) -> ClaimVerdict:
     return ClaimVerdict(1, "not supported", why + "; no fewer serial calls")
 
 
-def claim4_verdict(crossover: Any, *, tolerance: float = 0.05) -> ClaimVerdict:
+def _noise_note(noise: float) -> str:
+    return f"; noise floor +/-{noise:.0%}" if noise > 0 else ""
+
+
+def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.0) -> ClaimVerdict:
     """Claim 4 (the gain is largest at low load and shrinks, or turns negative, as the server
     batches), from a :class:`~specviz.load.Crossover` of a higher-is-better-after-inversion
-    metric. With ``s_lo`` / ``s_hi`` the speed-ups at the lowest / highest tested load:
+    metric. With ``s_lo`` / ``s_hi`` the speed-ups at the lowest / highest tested load and
+    ``noise`` the run's noise floor (:meth:`~specviz.load.LoadSweep.noise_floor`: how far
+    repeats of one configuration lay apart; 0 when not measured), "paid" means a speed-up of
+    at least ``1 + noise`` and "lost" one below ``1 - noise``:
 
     * *supported*: speculation paid at the lowest load, the speed-up fell through 1
       (``status == "crosses"``) and it still lost at the highest load (a noisy curve that
       dips below 1 and recovers is judged by the trend rules below);
-    * *partly supported*: it paid at the lowest load and shrank by more than ``tolerance``,
-      but still paid at the highest (the crossover lies beyond the tested range);
-    * *not supported*: the speed-up grew with load by more than ``tolerance`` (the reverse
-      of the claim), or stayed flat within it;
-    * *not shown*: speculation never paid, so there is no gain to shrink.
+    * *partly supported*: it paid at the lowest load and shrank by more than
+      ``max(tolerance, noise)``, but still paid at the highest (the crossover lies beyond
+      the tested range);
+    * *not supported*: the speed-up grew with load by more than ``max(tolerance, noise)``
+      (the reverse of the claim), or stayed flat within it;
+    * *not shown*: speculation never paid (beyond the noise), so there is no gain to shrink.
     """
     xs, ss = crossover.levels, crossover.speedups
     s_lo, s_hi = ss[0], ss[-1]
+    tol = max(tolerance, noise if math.isfinite(noise) else 0.0)
+    noise = noise if math.isfinite(noise) else 0.0
     unit = _unit(crossover.scenario)
     trend = f"speed-up {s_lo:.2f}x at {xs[0]:g} {unit} -> {s_hi:.2f}x at {xs[-1]:g} {unit}"
+    trend += _noise_note(noise)
     noisy = f" ({crossover.sign_changes} crossings: noisy)" if crossover.sign_changes > 1 else ""
-    if crossover.status == "crosses" and s_lo >= 1.0 and s_hi < 1.0:
+    paid_lo, lost_hi = s_lo >= 1.0 + noise, s_hi < 1.0 - noise
+    if crossover.status == "crosses" and paid_lo and lost_hi:
         return ClaimVerdict(
             4,
             "supported",
             f"{trend}; it stops paying at about {crossover.level:.3g} {unit}{noisy}",
         )
-    if s_hi > s_lo * (1 + tolerance):
+    if s_hi > s_lo * (1 + tol):
         return ClaimVerdict(4, "not supported", f"{trend}: the gain grew with load{noisy}")
-    if crossover.status == "never_pays":
+    if not any(s >= 1.0 + noise for s in ss):
+        what = "beyond the noise floor" if noise > 0 else ""
         return ClaimVerdict(
-            4, "not shown", f"{trend}: speculation never paid, so there was no gain to lose"
+            4,
+            "not shown",
+            f"{trend}: speculation never paid{' ' + what if what else ''}, so there was no "
+            "gain to lose",
         )
-    if s_lo >= 1.0 and s_hi < s_lo * (1 - tolerance):
+    if paid_lo and s_hi < s_lo * (1 - tol):
         return ClaimVerdict(
             4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
         )
@@ -148,33 +166,49 @@ def claim5_verdict(
     metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p90"),
     *,
     engine: str | None = None,
+    noise: float | None = None,
 ) -> ClaimVerdict:
     """Claim 5 (judge by latency, capacity and memory, not tokens/s alone), from a
     :class:`~specviz.load.LoadSweep`: *supported* when at some load level the metrics
     disagree on which mode is better (e.g. throughput says speculation, TTFT says plain), so
     tokens/s alone would have decided wrongly for someone; *not supported* when every metric
-    agreed at every level (tokens/s alone would have told the whole story here)."""
+    agreed at every level (tokens/s alone would have told the whole story here).
+
+    A metric wins at a level with a speed-up of at least ``1 + n`` and loses below ``1 - n``,
+    ``n`` its noise floor: ``noise``, or by default the sweep's own
+    (:meth:`~specviz.load.LoadSweep.noise_floor` of that metric; 0 with a single repeat).
+    Speed-ups within the noise take neither side."""
     sp = {m: sweep.speedups(m, engine=engine).set_index("level")["speedup"] for m in metrics}
+    floors = {m: _floor(sweep, m) if noise is None else float(noise) for m in metrics}
     unit = _unit(sweep.scenario)
     first = metrics[0]
     for level in sp[first].index:
         vals = {m: float(s.get(level, math.nan)) for m, s in sp.items()}
-        wins = [m for m, v in vals.items() if v >= 1.0]
-        loses = [m for m, v in vals.items() if v < 1.0]
+        wins = [m for m, v in vals.items() if v >= 1.0 + floors[m]]
+        loses = [m for m, v in vals.items() if v < 1.0 - floors[m]]
         if wins and loses:
             shown = ", ".join(f"{m} {v:.2f}x" for m, v in vals.items())
+            top = max(floors.values())
             return ClaimVerdict(
                 5,
                 "supported",
                 f"at {level:g} {unit} speculation wins on {', '.join(wins)} and loses on "
-                f"{', '.join(loses)} ({shown}; > 1: speculation better)",
+                f"{', '.join(loses)} ({shown}; > 1: speculation better{_noise_note(top)})",
             )
+    top = max(floors.values())
     return ClaimVerdict(
         5,
         "not supported",
-        f"every metric ({', '.join(metrics)}) agreed on the better mode at every level, so "
-        "tokens/s alone would have told the same story here",
+        f"no level where the metrics ({', '.join(metrics)}) disagreed on the better mode "
+        f"beyond the noise{_noise_note(top)}, so tokens/s alone would have told the same "
+        "story here",
     )
+
+
+def _floor(sweep: Any, metric: str) -> float:
+    """The sweep's noise floor for ``metric``, 0 when it was not measured (one repeat)."""
+    f = sweep.noise_floor(metric) if hasattr(sweep, "noise_floor") else math.nan
+    return float(f) if math.isfinite(f) else 0.0
 
 
 def claim12_verdict(
@@ -197,7 +231,14 @@ def claim12_verdict(
       constant gamma lost to plain by more than ``tolerance`` (it kept the gain and avoided
       the loss);
     * *not supported* otherwise, naming the level where it fell short.
+
+    ``tolerance`` is raised to the sweep's noise floor (:meth:`LoadSweep.noise_floor` of
+    ``metric``) when the sweep measured one: a shortfall smaller than the distance between
+    two measurements of one configuration is not a shortfall. Where the fallback runs its
+    constant gamma (batches no larger than ``max_batch``) the sweep reuses one measurement
+    for both, so they cannot differ by noise there.
     """
+    tolerance = max(tolerance, _floor(sweep, metric))
     t = sweep.table
     wide = t.pivot(index="level", columns="engine", values=metric).sort_index()
     lower = metric in _lower_is_better()
@@ -263,3 +304,132 @@ def fallback_batch(bs: Any, max_batch: int) -> int:
             break
         keep = int(b)
     return max(1, min(keep, max(1, int(max_batch) - 1)))
+
+
+# -- one load decision per metric family (notebook 10's advice) ----------------------------------
+
+
+@dataclass(frozen=True)
+class LoadDecision:
+    """Where to speculate under load for one family of metrics -- ``"throughput"`` (what a
+    throughput-first, offline server optimises) or ``"latency"`` (TTFT, TPOT, completion:
+    what an interactive one does) -- from the measured speed-ups of its metrics.
+
+    ``calls[i]`` is the decision at ``levels[i]``: ``"on"`` when no metric of the family lost
+    beyond the noise floor there and at least one gained beyond it, ``"off"`` when one lost
+    beyond it, ``"tie"`` when everything was within the noise. ``status``: ``"on"`` (on at
+    every level), ``"off"`` (off at every level), ``"boundary"`` (on at the low levels, off
+    from some level up: the article's enabling boundary), ``"cannot tell"`` (only ties) or
+    ``"mixed"`` (anything else: off at low load and on above, or a noisy alternation)."""
+
+    family: str
+    metrics: tuple[str, ...]
+    scenario: str
+    levels: tuple[float, ...]
+    calls: tuple[str, ...]
+    speedups: dict[str, tuple[float, ...]]
+    noise: float = 0.0
+
+    @property
+    def status(self) -> str:
+        c = [x for x in self.calls if x != "tie"]
+        if not c:
+            return "cannot tell"
+        if all(x == "on" for x in c):
+            return "on"
+        if all(x == "off" for x in c):
+            return "off"
+        first_off = self.calls.index("off")
+        if self.calls[0] == "on" and "on" not in self.calls[first_off:]:
+            return "boundary"
+        return "mixed"
+
+    @property
+    def boundary(self) -> float | None:
+        """With status ``"boundary"``: the highest level still on before the first "off"."""
+        if self.status != "boundary":
+            return None
+        first_off = self.calls.index("off")
+        return max(lv for lv, c in zip(self.levels, self.calls, strict=True)
+                   if c == "on" and self.levels.index(lv) < first_off)  # fmt: skip
+
+    def action(self) -> str:
+        unit = "requests/s" if self.scenario == "rate" else "concurrent clients"
+        st = self.status
+        if st == "boundary":
+            first_off = self.levels[self.calls.index("off")]
+            return f"speculate up to {self.boundary:g} {unit}, plain decoding from {first_off:g}"
+        if st == "on":
+            ties = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "tie"]
+            if not ties:
+                return f"speculate at every tested load (up to {max(self.levels):g} {unit})"
+            on = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "on"]
+            return (f"speculate at {', '.join(f'{v:g}' for v in on)} {unit}; no difference "
+                    f"beyond the noise at {', '.join(f'{v:g}' for v in ties)}")  # fmt: skip
+        if st == "off":
+            return "keep speculation off (it lost at every tested load)"
+        if st == "cannot tell":
+            return "cannot tell (every speed-up within the noise floor)"
+        return (
+            "no clear boundary ("
+            + ", ".join(f"{c} at {lv:g}" for lv, c in zip(self.levels, self.calls, strict=True))
+            + ")"
+        )
+
+    def numbers(self) -> str:
+        return (
+            "; ".join(
+                f"{m} " + ", ".join(f"{s:.2f}x" for s in ss) for m, ss in self.speedups.items()
+            )
+            + f" at {', '.join(f'{lv:g}' for lv in self.levels)}"
+            + _noise_note(self.noise)
+        )
+
+
+def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[LoadDecision]:
+    """One :class:`LoadDecision` per metric family present among ``crossovers`` (each a
+    :class:`~specviz.load.Crossover` of one metric over the same levels): throughput-like
+    metrics (higher is better) in one family, latencies in the other. ``noise`` is the
+    sweep's noise floor (:meth:`~specviz.load.LoadSweep.noise_floor`); a speed-up within
+    ``1 +/- noise`` decides nothing.
+
+    >>> from specviz.load import find_crossover
+    >>> xs = [find_crossover([1, 4, 16], [1.4, 1.1, 0.7], metric="throughput_tok_s"),
+    ...       find_crossover([1, 4, 16], [0.5, 0.4, 0.6], metric="ttft_p50")]
+    >>> [(d.family, d.status) for d in load_decisions(xs)]
+    [('throughput', 'boundary'), ('latency', 'off')]
+    >>> load_decisions(xs, noise=0.15)[0].calls
+    ('on', 'tie', 'off')
+    """
+    lower = _lower_is_better()
+    fams: dict[str, list[Any]] = {}
+    for x in crossovers:
+        fams.setdefault("latency" if x.metric in lower else "throughput", []).append(x)
+    noise = noise if math.isfinite(noise) else 0.0
+    out = []
+    for fam in ("throughput", "latency"):
+        xs = fams.get(fam)
+        if not xs:
+            continue
+        levels = xs[0].levels
+        calls = []
+        for i in range(len(levels)):
+            vals = [x.speedups[i] for x in xs]
+            if any(v < 1.0 - noise for v in vals):
+                calls.append("off")
+            elif any(v >= 1.0 + noise for v in vals):
+                calls.append("on")
+            else:
+                calls.append("tie")
+        out.append(
+            LoadDecision(
+                fam,
+                tuple(x.metric for x in xs),
+                xs[0].scenario,
+                tuple(levels),
+                tuple(calls),
+                {x.metric: tuple(x.speedups) for x in xs},
+                noise,
+            )
+        )
+    return out

@@ -34,10 +34,13 @@ class ServedBatch:
     # engine's own split; prefill and rollback are in neither)
     draft_time: float = 0.0
     verify_time: float = 0.0
+    # seconds of the engine's start before its first step (the prompts' prefill, target and
+    # draft), measured on the same clock as the token times, which include it
+    prefill_seconds: float = 0.0
 
     @property
     def prefill_time(self) -> float:
-        """Time to the batch's first token (prompt prefill + the first decode step)."""
+        """Time to the batch's first token: the prompts' prefill + the first decode step."""
         firsts = [t[0] for t in self.token_times if t]
         return min(firsts) if firsts else self.service_time
 
@@ -69,6 +72,21 @@ class _ModelEngine:
     kwargs: Mapping[str, Any] = field(repr=False)
     gamma: Any  # an int, or a policy of specviz.policies steering each batch
     name: str
+
+    def config_key(self, prompts: Sequence[Sequence[int]]) -> str:
+        """The configuration this batch really runs, for reusing a measurement: a
+        :class:`~specviz.drafting.policies.BatchFallback` engine whose threshold the batch's
+        distinct prompts never exceed runs its constant gamma, step for step (same drafts,
+        same tokens), so it shares that engine's key; anything else is its own."""
+        from ..drafting.policies import BatchFallback
+
+        pol = self.gamma
+        name = self.name
+        if isinstance(pol, BatchFallback) and len({tuple(p) for p in prompts}) <= pol.max_batch:
+            name = _engine_name(True, pol.gamma, self.kwargs.get("verifier", "lossless"))
+        settings = ", ".join(f"{k}={v!r}" for k, v in sorted(self.kwargs.items()))
+        # the same model objects too (a key lives only as long as one sweep's cache)
+        return f"{name} [{settings}; models {id(self.target)}, {id(self.draft)}]"
 
     def __call__(self, prompts: Sequence[Sequence[int]]) -> ServedBatch:
         from ..decoding.batched import autoregressive_generate_batch, speculative_generate_batch
@@ -102,6 +120,7 @@ class _ModelEngine:
             row_calls,
             float(getattr(res, "draft_seconds", 0.0)),
             float(getattr(res, "verify_seconds", 0.0)),
+            float(getattr(res, "prefill_seconds", 0.0)),
         )
 
 
@@ -145,7 +164,7 @@ def make_engine(
     # the decoding core's own checks, run now: a bad setting fails before any request
     _check_int("max_new_tokens", max_new_tokens, 1)
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    policy = as_policy(gamma)
+    as_policy(gamma)  # a bad gamma fails here, before any request
     eos_set(eos_token_id)
     check_seed(seed)
     if speculative:
@@ -163,12 +182,17 @@ def make_engine(
     )
     if speculative:
         kw["verifier"] = verifier
-        tag = "" if verifier == "lossless" else f", {verifier}"
-        label = f"gamma={gamma}" if isinstance(gamma, int) else policy.name
-        name = f"speculative({label}{tag})"
-    else:
-        name = "plain"
-    return _ModelEngine(target, draft, speculative, kw, gamma, name)
+    return _ModelEngine(
+        target, draft, speculative, kw, gamma, _engine_name(speculative, gamma, verifier)
+    )
+
+
+def _engine_name(speculative: bool, gamma: Any, verifier: str) -> str:
+    if not speculative:
+        return "plain"
+    tag = "" if verifier == "lossless" else f", {verifier}"
+    label = f"gamma={gamma}" if isinstance(gamma, int) else as_policy(gamma).name
+    return f"speculative({label}{tag})"
 
 
 @dataclass(frozen=True)
@@ -189,6 +213,7 @@ class _FixedEngine:
             times[-1],
             self.tokens,
             row_calls=self.tokens * len(prompts),
+            prefill_seconds=self.prefill_time,
         )
 
 

@@ -78,6 +78,7 @@ class BatchRecord:
     kv_tokens: int  # prompt + generated tokens of all rows at the end (logical KV tokens)
     row_calls: int = 0
     reused: bool = False  # service measured once for this exact batch and reused
+    prefill_seconds: float = 0.0  # measured prompt prefill at the start of the service
 
     @property
     def size(self) -> int:
@@ -111,17 +112,20 @@ class LoadResult:
     max_batch: int
     requests: tuple[RequestRecord, ...]
     batches: tuple[BatchRecord, ...]
+    repeat: int = 0  # which repeat of a sweep's level this run was
 
     def summary(self) -> dict[str, Any]:
         """One tidy row: latency percentiles, throughput, utilisation, acceptance.
 
         ``throughput_tok_s`` is all generated tokens over the span from the first arrival to
-        the last token (what the server delivered at this load); ``utilization`` is the share
-        of that span the server was busy (1.0 = saturated: the load exceeds capacity).
+        the end of the run (the last token, or the end of the last batch's service if that is
+        later: what the server delivered at this load); ``utilization`` is the share of that
+        span the server was busy (1.0 = saturated: the load exceeds capacity). Token times
+        include the prompts' prefill, so the busy time of one server never exceeds the span.
         """
         reqs = self.requests
         t0 = min(r.arrival for r in reqs)
-        t1 = max(r.finish for r in reqs)
+        t1 = max(max(r.finish for r in reqs), max(b.start + b.service_time for b in self.batches))
         span = t1 - t0
         busy = sum(b.service_time for b in self.batches)
         tokens = sum(r.new_tokens for r in reqs)
@@ -172,6 +176,18 @@ class LoadResult:
             ),
             "kv_tokens_peak": max(b.kv_tokens for b in self.batches),
             "reused_batches": sum(b.reused for b in self.batches),
+        }
+
+    def accounting(self) -> dict[str, float]:
+        """The checks the load accounting must pass: ``utilization`` (<= 1: one server is
+        never busier than its span) and ``ttft_margin``, the smallest TTFT minus (queueing +
+        its batch's measured prefill) over the requests (>= 0: no first token before the
+        prompts were prefilled)."""
+        prefill = {b.index: b.prefill_seconds for b in self.batches}
+        margins = [r.ttft - r.queue_time - prefill[r.batch] for r in self.requests if r.token_times]
+        return {
+            "utilization": float(self.summary()["utilization"]),
+            "ttft_margin": min(margins) if margins else math.nan,
         }
 
     def to_dataframe(self) -> Any:

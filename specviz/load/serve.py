@@ -23,6 +23,14 @@ def _bar(enabled: bool, **kw: Any):
     return tqdm(disable=not enabled, **kw)
 
 
+def _config_key(engine: BatchEngine, ids: tuple[tuple[int, ...], ...]) -> str:
+    """What a measurement of this batch is filed under: the configuration the engine really
+    runs for it (engines may say, e.g. a fallback policy below its threshold runs its
+    constant gamma), else the engine's name."""
+    key = getattr(engine, "config_key", None)
+    return key(ids) if callable(key) else engine.name
+
+
 def serve(
     engine: BatchEngine,
     prompts: Sequence[Any],
@@ -44,7 +52,9 @@ def serve(
     runs), the clock is virtual (see the module docstring). ``service_cache`` (a dict shared
     across calls) lets a batch with exactly the same prompts in the same rows, on the same
     engine, reuse the first measurement instead of running again -- its tokens would be
-    identical (its seed derives from its prompts), only its timing noise would differ.
+    identical (its seed derives from its prompts), only its timing noise would differ. The
+    key is the configuration the batch really runs (``engine.config_key(prompts)`` when the
+    engine has one), so two engines that run the same configuration share one measurement.
     """
     if (rate is None) == (concurrency is None):
         raise ValueError("give exactly one of rate (open loop) or concurrency (closed loop)")
@@ -86,7 +96,7 @@ def serve(
                 continue
             batch = [queue.popleft() for _ in range(min(max_batch, len(queue)))]
             ids = tuple(r.prompt.input_ids for r in batch)
-            key = (engine.name, ids)
+            key = (_config_key(engine, ids), ids)
             reused = service_cache is not None and key in service_cache
             served = service_cache[key] if reused else engine(ids)
             if service_cache is not None and not reused:
@@ -130,6 +140,7 @@ def serve(
                     kv,
                     served.row_calls,
                     reused,
+                    served.prefill_seconds,
                 )
             )
             now += served.service_time

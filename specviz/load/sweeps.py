@@ -7,7 +7,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .engines import BatchEngine, ServedBatch, make_engine
@@ -15,7 +15,15 @@ from .records import LoadResult, _side_by_side
 from .serve import _bar, serve
 from .workload import LOWER_IS_BETTER, _as_load_prompts, _check_int
 
-__all__ = ["Crossover", "find_crossover", "LoadSweep", "load_sweep", "batch_sweep"]
+__all__ = [
+    "Crossover",
+    "find_crossover",
+    "LoadSweep",
+    "load_sweep",
+    "batch_sweep",
+    "served_alone",
+    "accounting_line",
+]
 
 
 # -- sweeps and the crossover -------------------------------------------------------------------
@@ -101,11 +109,30 @@ def find_crossover(
 
 @dataclass(frozen=True)
 class LoadSweep:
-    """A sweep over load levels, both modes: ``table`` has one row per (mode, level)."""
+    """A sweep over load levels, both modes: ``table`` has one row per (engine, level) --
+    with several repeats, the median of each metric over them -- and ``runs`` one row per
+    (engine, level, repeat)."""
 
     table: Any = field(repr=False)  # pandas.DataFrame of LoadResult.summary() rows
     results: tuple[LoadResult, ...] = field(repr=False)
     scenario: str
+    runs: Any = field(default=None, repr=False)  # every repeat's summary row
+    repeats: int = 1
+
+    def noise(self, metric: str = "throughput_tok_s") -> Any:
+        """Per (engine, level): how far the repeats of one configuration lie apart,
+        ``(max - min) / median`` of ``metric`` (NaN with a single repeat). Identical
+        configurations measured twice differ only by the machine's noise."""
+        runs = self.runs if self.runs is not None else self.table.assign(repeat=0)
+        g = runs.groupby(["engine", "level"])[metric]
+        spread = (g.max() - g.min()) / g.median()
+        return spread.where(g.count() > 1).rename("relative_range").reset_index()
+
+    def noise_floor(self, metric: str = "throughput_tok_s") -> float:
+        """The largest relative range between repeats of one engine at one level (NaN with a
+        single repeat): a speed-up closer to 1 than this is not told apart from noise."""
+        r = self.noise(metric)["relative_range"].dropna()
+        return float(r.max()) if len(r) else math.nan
 
     def _pick(self, mode: str, engine: str | None) -> Any:
         rows = self.table[self.table["mode"] == mode]
@@ -166,6 +193,7 @@ def load_sweep(
     reuse_service: bool = True,
     warmup: bool = True,
     progress: bool = True,
+    repeats: int = 1,
 ) -> LoadSweep:
     """Serve the same workload at every load level with speculation off and on.
 
@@ -173,7 +201,15 @@ def load_sweep(
     or ``concurrencies`` (closed loop). ``engines`` replaces the two default engines (plain
     and speculative, built with :func:`make_engine` from the sampling arguments). Each engine
     is warmed up once on one prompt first (not recorded), and identical batches are measured
-    once and reused (``reuse_service``; at saturation every level forms the same batches).
+    once per repeat and reused (``reuse_service``; at saturation every level forms the same
+    batches), also across engines that run the same configuration for a batch (a fallback
+    policy below its threshold runs its constant gamma).
+
+    The engines are interleaved: level by level, each repeat runs every engine, in an order
+    rotated between repeats, so a slow drift of a shared machine hits every engine alike.
+    With ``repeats >= 2`` every level is measured that many times afresh; ``table`` keeps the
+    median of each metric and :meth:`LoadSweep.noise_floor` says how far repeats of one
+    configuration lay apart -- the noise a verdict must clear.
 
     >>> from specviz.load import fixed_engine, load_sweep
     >>> fast_alone = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.04,
@@ -209,33 +245,65 @@ def load_sweep(
     names = [e.name for e in engines]
     if len(set(names)) != len(names):
         raise ValueError(f"engine names must be distinct, got {names}")
-    cache: dict[Any, ServedBatch] | None = {} if reuse_service else None
+    repeats = _check_int("repeats", repeats, 1)
+    # one cache per repeat: a repeat measures afresh, and within it identical batches reuse
+    caches: list[dict[Any, ServedBatch] | None] = [
+        {} if reuse_service else None for _ in range(repeats)
+    ]
     results = []
-    with _bar(progress, total=len(levels) * len(engines), desc="load sweep", unit="run") as bar:
+    if warmup:
         for eng in engines:
-            if warmup:
-                eng([lp[0].input_ids])
-            for level in levels:
-                kw2: dict[str, Any] = (
-                    {"rate": level} if scenario == "rate" else {"concurrency": level}
-                )
-                results.append(
-                    serve(
+            eng([lp[0].input_ids])
+    total = len(levels) * len(engines) * repeats
+    with _bar(progress, total=total, desc="load sweep", unit="run") as bar:
+        for level in levels:
+            kw2: dict[str, Any] = {"rate": level} if scenario == "rate" else {"concurrency": level}
+            for rep in range(repeats):
+                shift = rep % len(engines)
+                for eng in [*engines[shift:], *engines[:shift]]:
+                    res = serve(
                         eng,
                         lp,
                         n_requests=n_requests,
                         max_batch=max_batch,
                         seed=seed,
-                        service_cache=cache,
+                        service_cache=caches[rep],
                         progress=progress,
                         **kw2,
                     )
-                )
-                bar.update(1)
+                    results.append(replace(res, repeat=rep))
+                    bar.update(1)
+    return _sweep(results, names, scenario, repeats)
+
+
+def accounting_line(*sweeps: LoadSweep) -> str:
+    """One line that states the load accounting's two checks over every run (every engine,
+    level and repeat) of ``sweeps``: the busiest server's utilisation (must be <= 100%) and
+    the smallest TTFT minus queueing minus its batch's measured prefill (must be >= 0)."""
+    acc = [r.accounting() for sw in sweeps for r in sw.results]
+    util = max(a["utilization"] for a in acc)
+    margin = min(a["ttft_margin"] for a in acc)
+    ok = util <= 1.0 + 1e-9 and margin >= 0.0
+    return (
+        f"Accounting ({len(acc)} runs): server busy at most {util:.1%} of its span; every TTFT >= "
+        f"queueing + its batch's measured prefill (smallest margin {margin:.3f} s: the first step)"
+        + ("" if ok else " -- FAILED: a token time leaves the prefill out")
+    )
+
+
+def _sweep(results: list[LoadResult], names: list[str], scenario: str, repeats: int) -> LoadSweep:
+    """The table: one row per (engine, level) in the engines' order, the median of every
+    numeric metric over the repeats."""
     import pandas as pd
 
-    table = pd.DataFrame([r.summary() for r in results])
-    return LoadSweep(table, tuple(results), scenario)
+    order = {n: i for i, n in enumerate(names)}
+    results.sort(key=lambda r: (order[r.engine], r.level, r.repeat))
+    runs = pd.DataFrame([{**r.summary(), "repeat": r.repeat} for r in results])
+    keys = ["engine", "mode", "scenario", "level"]
+    num = [c for c in runs.columns if c not in keys and c != "repeat"]
+    table = runs.groupby(keys, sort=False)[num].median().reset_index()
+    table["repeats"] = repeats
+    return LoadSweep(table, tuple(results), scenario, runs, repeats)
 
 
 def _plain_and_speculative(target: Any, draft: Any, verifier: str, **kw: Any) -> list:
@@ -271,11 +339,15 @@ def batch_sweep(
     prompts in order, cycled). Modes alternate within each repeat to cancel drift; the
     median time is kept. Returns a DataFrame: one row per (batch_size, mode) with
     ``tokens_per_s`` and ``speedup`` (speculative / plain tokens/s, same batch size, prompt
-    prefill included), and ``decode_tokens_per_s`` / ``decode_speedup``: tokens after each
-    row's first over the time after the batch's first token (of the last repeat), i.e. the
-    decoding phase without the prefill. ``tokens_per_target_call`` counts calls per row.
+    prefill included), ``prefill_s`` (the prompts' prefill, target and draft) and
+    ``first_token_s`` (prefill + the first step), and ``decode_tokens_per_s`` /
+    ``decode_speedup``: tokens after each row's first over the time after the batch's first
+    token (of the last repeat), i.e. the decoding phase without the prefill. ``tokens_per_target_call`` counts calls per row.
     ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time (of the last repeat)
     into drafting and the target's verify call (claim 1: each speculative call is dearer).
+
+    ``relative_range`` is ``(max - min) / median`` of an engine's repeated times at one
+    batch size (NaN with one repeat): the noise a speed-up must clear.
 
     ``kv_tokens`` counts prompt + generated tokens of all rows (logical KV tokens; the
     physical cache also holds padding and rejected-draft holes). ``same_tokens_as_plain``
@@ -329,6 +401,7 @@ def batch_sweep(
                 secs = statistics.median(walls[eng.name])
                 decode_s = s.service_time - s.prefill_time
                 decode_tokens = tokens - sum(1 for t in s.new_tokens if t)
+                w = walls[eng.name]
                 rows.append(
                     dict(
                         batch_size=b,
@@ -336,7 +409,10 @@ def batch_sweep(
                         mode="speculative" if eng.speculative else "plain",
                         tokens=tokens,
                         seconds=secs,
+                        # repeats of this very configuration: how far apart (noise)
+                        relative_range=(max(w) - min(w)) / secs if len(w) > 1 else math.nan,
                         tokens_per_s=tokens / secs if secs > 0 else math.nan,
+                        prefill_s=s.prefill_seconds,
                         first_token_s=s.prefill_time,
                         decode_seconds=decode_s,
                         decode_tokens_per_s=decode_tokens / decode_s if decode_s > 0 else math.nan,
@@ -357,3 +433,32 @@ def batch_sweep(
         plain = df[df["mode"] == "plain"].set_index("batch_size")[col]
         df[out] = [getattr(r, col) / plain.get(r.batch_size, math.nan) for r in df.itertuples()]
     return df
+
+
+def served_alone(engines: Sequence[BatchEngine], prompts: Sequence[Any]) -> Any:
+    """Every prompt served alone (a batch of one) by every engine, engines interleaved per
+    prompt: one row per (engine, prompt) with ``tokens``, ``seconds`` (the service time,
+    prefill included), ``accepted``, ``drafted`` and ``target_calls`` -- a batch-1
+    comparison on a chosen set of prompts (e.g. a trained drafter's held-out prompts next to
+    the prompts it was trained on), with one value per prompt for an interval over them."""
+    import pandas as pd
+
+    lp = _as_load_prompts(prompts)
+    rows = []
+    for p in lp:
+        for eng in engines:
+            s = eng([p.input_ids])
+            rows.append(
+                dict(
+                    engine=eng.name,
+                    mode="speculative" if eng.speculative else "plain",
+                    prompt_id=p.prompt_id,
+                    category=p.category,
+                    tokens=len(s.new_tokens[0]),
+                    seconds=s.service_time,
+                    accepted=s.accepted,
+                    drafted=s.drafted,
+                    target_calls=s.row_calls,
+                )
+            )
+    return pd.DataFrame(rows)

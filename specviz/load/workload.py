@@ -50,13 +50,20 @@ def load_prompts_for(tokenizer: Any, prompts: Sequence[Any]) -> list[LoadPrompt]
 
 
 def mixed_prompts(
-    tokenizer: Any, n: int, *, categories: Sequence[str] | None = None, path: Any = None
+    tokenizer: Any,
+    n: int,
+    *,
+    categories: Sequence[str] | None = None,
+    path: Any = None,
+    split: str | None = None,
 ) -> list[LoadPrompt]:
     """``n`` distinct prompts of the prompt set, round-robin over the categories (so any
     prefix of the list mixes tasks), rendered with the chat template.
 
     Distinct prompts matter: rows with identical tokens can share work in a batched engine,
-    which would flatter whichever mode exploits it.
+    which would flatter whichever mode exploits it. ``split="heldout"`` keeps prompts a
+    trained drafter (the EAGLE-style head) never saw: on its own ``train`` prompts it
+    recalls the target's greedy text and accepts far more than on new requests.
 
     >>> class Tok:
     ...     def encode(self, text): return [len(w) for w in text.split()]
@@ -66,7 +73,7 @@ def mixed_prompts(
     from ..prompts import load_prompts
 
     n = _check_int("n", n, 1)
-    pool = load_prompts(path, categories=list(categories) if categories else None)
+    pool = load_prompts(path, categories=list(categories) if categories else None, split=split)
     by_cat: dict[str, list[Any]] = {}
     for p in pool:
         by_cat.setdefault(p.category, []).append(p)

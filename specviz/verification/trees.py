@@ -47,6 +47,7 @@ __all__ = [
     "TreeVerdict",
     "SiblingWalk",
     "first_token_law_tree",
+    "rejectable_candidates",
     "sibling_walk",
     "tree_walk",
     "verify_tree_greedy",
@@ -307,6 +308,43 @@ class SiblingWalk:
     accept_probs: tuple[float, ...]
     laws: tuple[torch.Tensor, ...]
     draft_laws: tuple[torch.Tensor | None, ...]  # the q each candidate is tested against
+
+
+def rejectable_candidates(
+    rule: SiblingRule, p: torch.Tensor, q: torch.Tensor | None, n: int = 3
+) -> list[int]:
+    """``n`` candidates for a teaching walk (:func:`sibling_walk`) in which every rejection
+    can really happen: one at a time, the most likely token under the law the next sibling
+    is drawn from (``q`` for independent drafts, with replacement; the renormalised ``q`` for
+    drafts without replacement; ``q``'s ranking without the tokens tried for deterministic
+    candidates) among those whose acceptance probability lies strictly between 0 and 1 (a
+    real decision), else the most likely one it rejects for sure (acceptance 0: the residual
+    has no mass left there). Never one accepted with probability 1: a walk that "rejects" it
+    shows an impossible event. Fewer than ``n`` come back when no candidate can be rejected."""
+    qs = None if q is None else [q] * n
+    state = rule.start(p, qs)
+    chosen: list[int] = []
+    for i in range(n):
+        draw = state.q if state.q is not None else q
+        order = torch.argsort(draw if draw is not None else p, descending=True).tolist()
+        real, sure = None, None
+        for x in order:
+            if rule.name != "independent" and x in chosen:
+                continue  # without replacement / deterministic: each token once
+            if draw is not None and float(draw[x]) <= 0.0:
+                break  # the draft cannot propose it (sorted: nothing after it can either)
+            a, after = rule.step(state, i, x, qs)
+            if 0.0 < a < 1.0:
+                real = (x, after)
+                break
+            if a <= 0.0 and sure is None:
+                sure = (x, after)
+        pick = real or sure
+        if pick is None:
+            break
+        chosen.append(pick[0])
+        state = pick[1]
+    return chosen
 
 
 def sibling_walk(rule: SiblingRule, p: torch.Tensor, q: torch.Tensor | None, tokens) -> SiblingWalk:

@@ -1,7 +1,7 @@
 """Figures: plain data in, plotly figure out (nothing runs a model, nothing displays).
 
 One module per subject -- ``trace`` (one generation), ``acceptance``, ``stats`` (checks),
-``perf``, ``load``, ``reports`` (consistency and audit reports) -- one palette (``palette``)
+``perf``, ``gamma`` (the gamma trade-off's costs and decisions), ``load``, ``reports`` (consistency and audit reports) -- one palette (``palette``)
 and one way to turn ids into text (``labels``). ``explorers`` copies figures into ipywidgets
 explorers of given data.
 """
@@ -14,6 +14,7 @@ from .acceptance import (
     tokens_per_call_vs_alpha_figure,
     tokens_per_call_vs_gamma_figure,
 )
+from .gamma import category_speedup_figure, policy_speedup_figure, verify_cost_figure
 from .labels import Tokenizer, token_label
 from .load import batch_sweep_figure, load_sweep_figure, speedup_figure, timeline_figure
 from .palette import KIND_COLORS, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR
@@ -53,6 +54,7 @@ __all__ = [
     "accept_scatter_figure",
     "accept_test_figure",
     "batch_sweep_figure",
+    "category_speedup_figure",
     "cost_benefit_figure",
     "default_row",
     "gof_figure",
@@ -62,6 +64,7 @@ __all__ = [
     "metric_bars_figure",
     "per_position_acceptance_figure",
     "power_curve_figure",
+    "policy_speedup_figure",
     "pq_figure",
     "pvalue_uniformity_figure",
     "rejection_grid_figure",
@@ -76,4 +79,5 @@ __all__ = [
     "tokens_per_call_vs_alpha_figure",
     "tokens_per_call_vs_gamma_figure",
     "verifier_report_figure",
+    "verify_cost_figure",
 ]

@@ -111,7 +111,7 @@ def per_position_acceptance_figure(
     """
     series = {"trace": data} if isinstance(data, (Trace, PositionCounts)) else dict(data)
     # one rate: the "accepted" green; several (categories, prompts): a distinct hue each
-    colors = series_colors(list(series), "accepted") if len(series) <= 1 else hues(list(series))
+    colors = series_colors(list(series), "accepted")
     fig = go.Figure()
     gmax, any_counts = 0, False
     never: dict[int, list[str]] = {}

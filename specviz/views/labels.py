@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Tokenizer", "token_label"]
+__all__ = ["Tokenizer", "token_label", "visible"]
 
 
 Tokenizer = Any  # HF tokenizer | Sequence[str] | Mapping[int, str] | Callable[[int], str] | None
@@ -34,6 +34,16 @@ def _decoder(tokenizer: Tokenizer) -> Callable[[int], str]:
         "tokenizer must have decode(), be a sequence/mapping of names, a callable or None; "
         f"got {type(tokenizer).__name__}"
     )
+
+
+def visible(text: str) -> str:
+    """``text`` with its whitespace made visible, as :func:`token_label` shows it (``·``
+    space, ``↵`` newline, ``⇥`` tab); an empty string is ``∅``.
+
+    >>> visible(" ab"), visible("b "), visible("")
+    ('·ab', 'b·', '∅')
+    """
+    return str(text).translate(_VISIBLE) if text else "∅"
 
 
 def token_label(token_id: int, tokenizer: Tokenizer = None) -> str:

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..perf.metrics import LOWER_IS_BETTER
-from .palette import PALETTE
+from .palette import PALETTE, SERIES
 
 if TYPE_CHECKING:
     from ..load.records import LoadResult
@@ -39,7 +39,10 @@ __all__ = [
 ]
 
 MODE_COLORS = {"plain": PALETTE["plain"], "speculative": PALETTE["speculative"]}
-_EXTRA = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+# a third engine, or one line per metric: categories, not meanings (distinct palette hues)
+_EXTRA = list(SERIES)
+_SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star"]
+_DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 
 METRIC_LABELS = {
     "throughput_tok_s": "throughput (tokens/s)",
@@ -189,13 +192,15 @@ def speedup_figure(
     for i, m in enumerate(metrics):
         sp = sweep.speedups(m, engine=engine)
         color = _EXTRA[i % len(_EXTRA)]
+        # a marker and a dash per metric too: equal speed-ups must not hide one line
         fig.add_trace(
             go.Scatter(
                 x=sp["level"],
                 y=sp["speedup"],
                 mode="lines+markers",
                 name=_label(m) + (" (inverted)" if m in LOWER_IS_BETTER else ""),
-                line=dict(color=color),
+                line=dict(color=color, dash=_DASHES[i % len(_DASHES)], width=2 + 1.5 * (i == 0)),
+                marker=dict(symbol=_SYMBOLS[i % len(_SYMBOLS)], size=9),
             )
         )
         x = sweep.crossover(m, engine=engine)
@@ -306,10 +311,10 @@ def latency_tradeoff_figure(
 
 def timeline_figure(result: LoadResult, *, title: str | None = None) -> go.Figure:
     """One line per request on the virtual clock: queueing (grey, arrival -> batch start),
-    waiting for the first token (orange), streaming (blue, first -> last token)."""
+    waiting for the first token (sand: the batch's prefill and first step), streaming (teal,
+    first -> last token) -- the palette's load-timeline colours, none of them p or q."""
     fig = go.Figure()
-    segs = {"queued": ([], [], "#bbbbbb"), "to first token": ([], [], "#ff7f0e"),
-            "streaming": ([], [], "#1f77b4")}  # fmt: skip
+    segs = {k: ([], [], PALETTE[k]) for k in ("queued", "to first token", "streaming")}
     for r in result.requests:
         y = r.request_id
         first = r.token_times[0] if r.token_times else r.start
@@ -337,10 +342,12 @@ def timeline_figure(result: LoadResult, *, title: str | None = None) -> go.Figur
     for b in result.batches:
         fig.add_vline(x=b.start, line_width=1, line_dash="dot", line_color="#999999")
     fig.update_xaxes(title_text="virtual time (s): arrivals simulated, service measured")
-    fig.update_yaxes(title_text="request", autorange="reversed")
+    n = len(result.requests)
+    fig.update_yaxes(title_text="request", autorange="reversed", tickformat="d",
+                     dtick=max(1, math.ceil(n / 16)))  # fmt: skip
     what = "req/s" if result.scenario == "rate" else "clients"
     fig.update_layout(
-        title=title or f"{result.engine}: {result.level:g} {what}, max batch {result.max_batch}",
+        title=title or f"{result.engine}: {result.level:.3g} {what}, max batch {result.max_batch}",
         height=max(300, 14 * len(result.requests) + 120),
     )
     return fig

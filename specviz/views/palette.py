@@ -14,6 +14,7 @@ __all__ = [
     "PALETTE",
     "SERIES",
     "VERDICT_COLORS",
+    "series",
     "P_COLOR",
     "Q_COLOR",
     "RESIDUAL_COLOR",
@@ -38,7 +39,37 @@ PALETTE: dict[str, str] = {
     "plain": "#000000",
     "speculative": "#D55E00",  # speculative decoding (an arm of a comparison)
     "theory": "#000000",  # a law or formula (drawn dashed)
+    "queued": "#BBBBBB",  # a request waiting for the server (load timelines)
+    "to first token": "#DDCC77",  # a request's batch running, no token yet (prefill included)
+    "streaming": "#44AA99",  # a request receiving its tokens
 }
+
+#: Colours of series that are *categories*, not meanings -- task categories, drafters,
+#: precisions, metrics, a third engine: distinct hues (Tol's muted scheme) that are none of
+#: the meaning colours above, so a category is never read as "accepted" or "the draft's q".
+SERIES: tuple[str, ...] = (
+    "#332288",  # indigo
+    "#CC6677",  # rose
+    "#999933",  # olive
+    "#88CCEE",  # cyan
+    "#AA4499",  # purple
+    "#661100",  # brown
+    "#6699CC",  # steel blue
+    "#117733",  # forest
+)
+
+
+def series(names) -> dict[str, str]:
+    """One :data:`SERIES` colour per name, in order of first appearance (stable across the
+    figures of a notebook when they list the same names in the same order).
+
+    >>> series(["code", "chat", "code"])
+    {'code': '#332288', 'chat': '#CC6677'}
+    """
+    out: dict[str, str] = {}
+    for n in names:
+        out.setdefault(str(n), SERIES[len(out) % len(SERIES)])
+    return out
 
 
 def color(meaning: str) -> str:
@@ -59,22 +90,10 @@ RESIDUAL_COLOR = PALETTE["residual"]
 THEORY_COLOR = PALETTE["theory"]
 
 
-#: Distinct hues for the series of one figure (task categories, draft qualities): Tol's
-#: "muted" scheme without the shades the meanings above use, so no series looks "accepted".
-SERIES: tuple[str, ...] = (
-    "#332288",  # indigo
-    "#CC6677",  # rose
-    "#44AA99",  # teal
-    "#DDCC77",  # sand
-    "#88CCEE",  # cyan
-    "#999933",  # olive
-    "#AA4499",  # purple
-)
-
 #: What a statistical test did with a rule (notebook 04's bars, by outcome, not by label).
 VERDICT_COLORS: dict[str, str] = {
     "caught": "#332288",  # a broken rule the test rejected
-    "cannot tell": "#DDCC77",  # not rejected, and this size could not see its damage
+    "cannot tell": "#DDAA33",  # not rejected, and this size could not see its damage
     "missed": "#CC3311",  # not rejected although a test of this size should have seen it
     "passed": "#999933",  # a lossless rule the test did not reject
     "false alarm": "#EE3377",  # a lossless rule the test rejected
@@ -82,10 +101,9 @@ VERDICT_COLORS: dict[str, str] = {
 
 
 def hues(labels: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """One distinct hue (:data:`SERIES`) per label, in order; repeats after seven.
+    """:func:`series` under the name notebooks 00-05 use.
 
     >>> hues(["code", "chat"]) == {"code": SERIES[0], "chat": SERIES[1]}
     True
     """
-    names = list(dict.fromkeys(str(n) for n in labels))
-    return {n: SERIES[i % len(SERIES)] for i, n in enumerate(names)}
+    return series(labels)

@@ -355,6 +355,7 @@ def metric_bars_figure(
     cells: Any = None,
     counts: tuple[str, str] | None = None,
     confidence: float = 0.95,
+    intervals: Mapping[tuple[str, str], tuple[float, float]] | None = None,
 ) -> go.Figure:
     """One grouped bar per ``x`` value (task category), one colour per ``color`` value
     (drafter), height ``metric`` -- rows of :func:`specviz.analysis.summarize` already
@@ -368,7 +369,9 @@ def metric_bars_figure(
     its hover says "k of n"; the interval treats drafted tokens as independent, so it is a
     lower bound on the uncertainty across prompts. A bar with nothing drafted is not drawn
     (never a 0%): a grey x below the axis says "never reached". Pooled counts must give the
-    summary's rate, or this raises (cells of another slice).
+    summary's rate, or this raises (cells of another slice). Any other metric can carry error
+    bars from ``intervals``, ``(color value, x value) -> (low, high)`` (e.g. a bootstrap over
+    prompts of the mean accepted length).
 
     >>> import pandas as pd
     >>> s = pd.DataFrame(dict(drafter=["a", "a"], category=["x", "y"],
@@ -429,13 +432,20 @@ def metric_bars_figure(
                 )
         elif why:
             hover = [h + f"<br>{why}" for h in hover]
+        for i, v in enumerate(xs):  # given intervals (a metric without counts)
+            ci = (intervals or {}).get((str(name), str(v)))
+            if ci is not None and y[i] is not None and not known:
+                lo[i], hi[i] = ci
+                hover[i] += f"<br>{confidence:.0%} interval {ci[0]:.3f} to {ci[1]:.3f}"
         fig.add_trace(
             go.Bar(
                 name=str(name),
                 x=[str(v) for v in xs],
                 y=y,
                 # a lighter fill, so the interval (the series' own colour) shows inside the bar
-                marker=dict(color=col, opacity=0.55 if known else 1.0, line=dict(color=col)),
+                marker=dict(
+                    color=col, opacity=0.55 if known or intervals else 1.0, line=dict(color=col)
+                ),
                 error_y=dict(
                     type="data",
                     symmetric=False,
@@ -443,7 +453,7 @@ def metric_bars_figure(
                     arrayminus=[None if a is None else v - a for a, v in zip(lo, y, strict=True)],
                     color=col,
                     thickness=2,
-                    visible=bool(known),
+                    visible=bool(known or intervals),
                 ),
                 customdata=[
                     None if c is None else [*c, a, b] for c, a, b in zip(kn, lo, hi, strict=True)
@@ -490,26 +500,33 @@ def cost_benefit_figure(summary: Any, *, title: str | None = None) -> go.Figure:
     """Draft cost against what it buys: share of the wall time spent drafting (x) vs mean
     accepted length (tokens per target call, y), one marker per (drafter, category) row of
     :func:`specviz.analysis.summarize` (category ``all`` drawn large). Up-left is cheap and
-    strong; a strong drafter that eats the time it saves sits up-right."""
+    strong; a strong drafter that eats the time it saves sits up-right. The pooled markers
+    are labelled with the drafter's measured speedup over plain decoding (the engineer's
+    question); each drafter keeps the colour it has in :func:`metric_bars_figure`."""
     fig = go.Figure()
-    for name in dict.fromkeys(summary["drafter"]):
+    names = list(dict.fromkeys(summary["drafter"]))
+    colors = series_colors([str(n) for n in names], "speculative")
+    for i, name in enumerate(names):
         sub = summary[summary["drafter"] == name]
         big = (sub["category"] == "all").to_numpy()
+        sp = sub["speedup"].astype(float).tolist()
         fig.add_trace(
             go.Scatter(
                 name=str(name),
                 x=sub["draft_time_share"].astype(float).tolist(),
                 y=sub["mean_accepted_length"].astype(float).tolist(),
-                mode="markers",
-                marker=dict(size=[16 if b else 8 for b in big]),
-                text=sub["category"].astype(str).tolist(),
-                customdata=sub["speedup"].astype(float).tolist(),
-                hovertemplate="%{text}: draft share %{x:.1%}, %{y:.2f} tokens/call, speedup "
-                "%{customdata:.2f}x<extra>" + str(name) + "</extra>",
+                mode="markers+text",
+                marker=dict(size=[16 if b else 8 for b in big], color=colors[str(name)]),
+                text=[f"{name}: {v:.2f}x" if b else "" for b, v in zip(big, sp, strict=True)],
+                textposition="top right" if i % 2 == 0 else "bottom right",
+                cliponaxis=False,
+                customdata=list(zip(sub["category"].astype(str), sp, strict=True)),
+                hovertemplate="%{customdata[0]}: draft share %{x:.1%}, %{y:.2f} tokens/call, "
+                "speedup %{customdata[1]:.2f}x<extra>" + str(name) + "</extra>",
             )
         )
     fig.update_layout(
-        title=title or "Draft cost vs mean accepted length",
+        title=title or "Draft cost vs mean accepted length (labels: speedup over plain)",
         xaxis=dict(title="draft time / total time", tickformat=".0%", rangemode="tozero"),
         yaxis=dict(title="mean accepted length (tokens per target call)", rangemode="tozero"),
         height=420,
@@ -542,18 +559,19 @@ def acceptance_colors(acceptances: Sequence[float]) -> dict[float, str]:
 
 
 def series_colors(labels: Sequence[str], meaning: str = "accepted") -> dict[str, str]:
-    """One colour per series label, every one a shade of the palette's ``meaning`` colour
-    (first = the full colour, later ones lighter), so a figure of acceptance rates stays in
-    the "accepted" green whatever its series are (drafters, categories).
+    """One colour per series label: a single series takes the palette's ``meaning`` colour;
+    several (drafters, categories) take distinct hues (:data:`specviz.views.palette.SERIES`),
+    never shades of one meaning colour, which a reader cannot tell apart.
 
     >>> series_colors(["a"]) == {"a": palette.color("accepted")}
     True
+    >>> series_colors(["a", "b"]) == palette.series(["a", "b"])
+    True
     """
-    base = palette.color(meaning)
     names = list(dict.fromkeys(str(n) for n in labels))
     if len(names) <= 1:
-        return {n: base for n in names}
-    return {n: _mix(base, 0.65 * i / (len(names) - 1)) for i, n in enumerate(names)}
+        return {n: palette.color(meaning) for n in names}
+    return palette.series(names)
 
 
 def _check_c(c: Any) -> float:
@@ -571,78 +589,71 @@ def predicted_speedup_figure(
     title: str | None = None,
 ) -> go.Figure:
     """Predicted speedup against gamma = 0..max_gamma (0 = plain decoding) for each acceptance
-    rate, at the *measured* draft cost ratio ``c``: solid lines Leviathan's formula (verify
-    free), dashed lines also charging the measured verify cost ``v(gamma + 1)``. Where
-    ``gamma + 1`` is past the largest measured ``n`` the verify cost is extrapolated: those
-    points are dotted with open markers and named "extrapolated". Black markers: the best
-    gamma of each curve (open when it sits on an extrapolated point)."""
+    rate, at the *measured* draft cost ratio ``c``, in two panels: left Leviathan's formula
+    (verification free), right the same charging the measured verify cost ``v(gamma + 1)``
+    (with ``verify_cost``). One hue per acceptance rate in both panels. Where ``gamma + 1``
+    is past the largest measured ``n`` the verify cost is extrapolated: those points are
+    dotted with open markers. Black markers: the best gamma of each curve (open when it
+    sits on an extrapolated point)."""
     c = _check_c(c)
     gs = list(range(0, int(max_gamma) + 1))
-    colors = acceptance_colors(acceptances)
+    colors = palette.series([f"a={a}" for a in acceptances])
     measured_n = verify_cost.tokens[-1] if verify_cost is not None else math.inf
-    fig = go.Figure()
+    panels = ["verification free (Leviathan)"]
+    if verify_cost is not None:
+        panels.append(f"+ measured verify cost v(gamma + 1), measured up to n = {measured_n}")
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=panels, shared_yaxes=True,
+                        horizontal_spacing=0.05)  # fmt: skip
     for a in acceptances:
-        col, grp = colors[float(a)], f"a={a}"
+        grp = f"a={a}"
+        col = colors[grp]
         lev = [speedup(a, g, c) for g in gs]
-        fig.add_trace(go.Scatter(x=gs, y=lev, name=f"a={a}", legendgroup=grp, line=dict(color=col)))
-        b1 = optimal_gamma(a, c, max_gamma=gs[-1])
-        marks = [(b1, lev[b1], False)]
-        if verify_cost is not None:
-            ver = [speedup(a, g, c, verify_cost.ratio(g + 1)) for g in gs]
-            inside = [g for g in gs if g + 1 <= measured_n]
-            past = [g for g in gs if g + 1 > measured_n]
+        fig.add_trace(go.Scatter(x=gs, y=lev, name=grp, legendgroup=grp, mode="lines+markers",
+                                 line=dict(color=col)), row=1, col=1)  # fmt: skip
+        _best_mark(fig, grp, optimal_gamma(a, c, max_gamma=gs[-1]), lev, False, 1)
+        if verify_cost is None:
+            continue
+        ver = [speedup(a, g, c, verify_cost.ratio(g + 1)) for g in gs]
+        inside = [g for g in gs if g + 1 <= measured_n]
+        past = [g for g in gs if g + 1 > measured_n]
+        fig.add_trace(go.Scatter(x=inside, y=[ver[g] for g in inside], name=grp, legendgroup=grp,
+                                 showlegend=False, mode="lines+markers", line=dict(color=col)),
+                      row=1, col=2)  # fmt: skip
+        if past:
+            xs = ([inside[-1]] if inside else []) + past
             fig.add_trace(
-                go.Scatter(
-                    x=inside,
-                    y=[ver[g] for g in inside],
-                    name=f"a={a} + verify cost",
-                    legendgroup=grp,
-                    line=dict(color=col, dash="dash"),
-                    mode="lines+markers",
-                )
-            )
-            if past:
-                xs = ([inside[-1]] if inside else []) + past
-                fig.add_trace(
-                    go.Scatter(
-                        x=xs,
-                        y=[ver[g] for g in xs],
-                        name=f"a={a} + verify cost, extrapolated (v(n) past n={measured_n})",
-                        legendgroup=grp,
-                        line=dict(color=col, dash="dot"),
-                        mode="lines+markers",
-                        marker=dict(symbol="circle-open", size=8),
-                        customdata=[g + 1 for g in xs],
-                        hovertemplate="gamma %{x}: %{y:.2f}x (v(%{customdata}) extrapolated)"
-                        "<extra></extra>",
-                    )
-                )
-            b2 = optimal_gamma(a, c, max_gamma=gs[-1], verify_cost=verify_cost)
-            marks.append((b2, ver[b2], b2 + 1 > measured_n))
-        fig.add_trace(
-            go.Scatter(
-                x=[m[0] for m in marks],
-                y=[m[1] for m in marks],
-                mode="markers",
-                showlegend=False,
-                legendgroup=grp,
-                marker=dict(
-                    size=11,
-                    color=THEORY_COLOR,
-                    symbol=["circle-open" if m[2] else "circle" for m in marks],
-                ),
-                hovertemplate="best gamma %{x}: %{y:.2f}x<extra>" + grp + "</extra>",
-            )
-        )
-    fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"])
-    ext = f"; v(n) measured up to n = {measured_n}" if verify_cost is not None else ""
+                go.Scatter(x=xs, y=[ver[g] for g in xs], legendgroup=grp, showlegend=False,
+                           name=f"{grp}, v(n) extrapolated past n={measured_n}",
+                           line=dict(color=col, dash="dot"), mode="lines+markers",
+                           marker=dict(symbol="circle-open", size=8), customdata=[g + 1 for g in xs],
+                           hovertemplate="gamma %{x}: %{y:.2f}x (v(%{customdata}) extrapolated)"
+                           "<extra></extra>"),
+                row=1, col=2,
+            )  # fmt: skip
+        b2 = optimal_gamma(a, c, max_gamma=gs[-1], verify_cost=verify_cost)
+        _best_mark(fig, grp, b2, ver, b2 + 1 > measured_n, 2)
+    for k in range(1, len(panels) + 1):
+        fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"], row=1, col=k)
+    fig.update_xaxes(title_text="gamma (0 = plain decoding)", dtick=1)
+    fig.update_yaxes(title_text="speedup over plain decoding", row=1, col=1)
     fig.update_layout(
-        title=title or f"Predicted speedup vs gamma (measured c = {c:.3f}{ext})",
-        xaxis=dict(title="gamma (0 = plain decoding)", dtick=1),
-        yaxis_title="speedup over plain decoding",
+        title=title or f"Predicted speedup vs gamma (measured c = {c:.3f}; black: best gamma)",
         height=420,
+        legend=dict(orientation="h", y=-0.2),
     )
     return fig
+
+
+def _best_mark(
+    fig: go.Figure, grp: str, g: int, ys: Sequence[float], open_: bool, col: int
+) -> None:
+    fig.add_trace(
+        go.Scatter(x=[g], y=[ys[g]], mode="markers", showlegend=False, legendgroup=grp,
+                   marker=dict(size=11, color=THEORY_COLOR,
+                               symbol="circle-open" if open_ else "circle"),
+                   hovertemplate="best gamma %{x}: %{y:.2f}x<extra>" + grp + "</extra>"),
+        row=1, col=col,
+    )  # fmt: skip
 
 
 def measured_speedup_figure(

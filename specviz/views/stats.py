@@ -21,6 +21,7 @@ from .palette import (
     VERDICT_COLORS,
     color,
 )
+from .palette import series as palette_series
 
 __all__ = [
     "gof_figure",
@@ -272,6 +273,11 @@ def power_curve_figure(
     log-x; the dotted line is the target ``power`` and ``marks`` are vertical lines at named
     sample sizes (e.g. the samples a notebook actually drew)."""
     fig = go.Figure()
+    colors = (
+        palette_series(curves)
+        if len(curves) > 1
+        else {str(k): color("speculative") for k in curves}
+    )
     for label, ys in curves.items():
         fig.add_trace(
             go.Scatter(
@@ -279,6 +285,7 @@ def power_curve_figure(
                 x=[int(n) for n in ns],
                 y=[float(y) for y in ys],
                 mode="lines+markers",
+                line=dict(color=colors[str(label)]),
                 hovertemplate="n = %{x}: power %{y:.3f}<extra>" + str(label) + "</extra>",
             )
         )
@@ -311,63 +318,74 @@ def margin_figure(
     near_tie: Mapping[str, float] | None = None,
     title: str = "Top-1 minus top-2 logit: every greedy step vs the divergences",
 ) -> go.Figure:
-    """Where greedy outputs part: the top-1/top-2 logit margin of every greedy decision
-    (histogram per dtype, log-x) and, as markers on top, the margin at each first divergence
-    (dicts with ``label``, ``margin`` and optionally ``dtype``). Divergences sitting at the far
-    left of the histogram are near ties -- numerics, not bugs. Exact ties (margin 0: the
-    argmax is decided by tie-breaking alone, claim 7's case) are drawn in the leftmost bin, at
-    ``1e-4``, and counted in the legend and in the divergence labels."""
-    fig = go.Figure()
-    floor = 1e-4
+    """Where greedy outputs part: the top-1/top-2 logit margin of every greedy decision, one
+    histogram panel per dtype side by side (log-x, shared axes, whole-number counts) and, as
+    markers in the panel of their dtype, the margin at each first divergence (dicts with
+    ``label``, ``margin`` and optionally ``dtype``; else the label's first word names the
+    panel). Divergences sitting at the far left are near ties -- numerics, not bugs. Exact
+    ties (margin 0: the argmax is decided by tie-breaking alone, claim 7's case) are drawn
+    in the leftmost bin, at ``1e-4``, and counted in the legend and in the labels."""
+    floor, width = 1e-4, 0.2
+    names = list(background) or ["margins"]
+    colors = palette_series(names)
+    fig = make_subplots(rows=1, cols=len(names), shared_yaxes=True, shared_xaxes=True,
+                        subplot_titles=names, horizontal_spacing=0.04)  # fmt: skip
     all_m = np.concatenate([np.asarray(v, dtype=float) for v in background.values()] or [[1.0]])
     hi = float(np.log10(max(all_m.max(initial=1.0), 1.0))) + 0.1
-    for label, vals in background.items():
-        raw = np.asarray(vals, dtype=float)
+    edges = np.arange(math.log10(floor), hi + width, width)
+    ymax = 1
+    for col, label in enumerate(names, 1):
+        raw = np.asarray(background.get(label, []), dtype=float)
         v = np.maximum(raw, floor)
         ties = int(np.sum(raw == 0))
         tie_note = f", {ties} exact ties (margin 0, drawn at {floor:g})" if ties else ""
+        x = np.log10(v).tolist()
+        ymax = max(ymax, int(np.histogram(x, bins=edges)[0].max(initial=0)))
         fig.add_trace(
             go.Histogram(
                 name=f"{label}: {v.size} greedy steps{tie_note}",
-                x=np.log10(v).tolist(),
-                xbins=dict(start=math.log10(floor), end=hi, size=0.2),
-                opacity=0.55,
+                x=x,
+                xbins=dict(start=math.log10(floor), end=hi, size=width),
+                marker_color=colors[label],
                 hovertemplate="log10 margin %{x}: %{y} steps<extra>" + str(label) + "</extra>",
-            )
-        )
-    ymax = 1.0
-    for tr in fig.data:
-        ymax = max(ymax, float(np.histogram(tr.x, bins=30)[0].max()) if len(tr.x) else 1.0)
+            ),
+            row=1, col=col,
+        )  # fmt: skip
+        if label in (near_tie or {}):
+            fig.add_vline(x=math.log10(near_tie[label]), line_dash="dash", line_color="grey",
+                          annotation_text=f"near tie {label}", row=1, col=col)  # fmt: skip
     pts = [d for d in divergences if d.get("margin") is not None]
-    if pts:
+    for col, label in enumerate(names, 1):
+        mine = [d for d in pts if _panel(d, names) == label]
+        if not mine:
+            continue
         fig.add_trace(
             go.Scatter(
-                name=f"first divergences ({len(pts)})",
-                x=[math.log10(max(float(d["margin"]), floor)) for d in pts],
-                y=[ymax * (0.35 + 0.6 * (i % 5) / 5) for i in range(len(pts))],
+                name=f"first divergences, {label} ({len(mine)})",
+                x=[math.log10(max(float(d["margin"]), floor)) for d in mine],
+                y=[ymax * (0.35 + 0.6 * (i % 5) / 5) for i in range(len(mine))],
                 mode="markers+text",
-                text=[
-                    str(d.get("label", "")) + (" (exact tie)" if float(d["margin"]) == 0 else "")
-                    for d in pts
-                ],
-                textposition="top center",
+                text=[str(d.get("label", "")) + (" (exact tie)" if float(d["margin"]) == 0 else "")
+                      for d in mine],  # fmt: skip
+                textposition="top right",  # the left edge is where ties sit: no clipping
                 marker=dict(symbol="x", size=12, color="black"),
-                customdata=[float(d["margin"]) for d in pts],
+                customdata=[float(d["margin"]) for d in mine],
                 hovertemplate="%{text}<br>margin %{customdata:.4f}<extra></extra>",
-            )
-        )
-    for label, t in (near_tie or {}).items():
-        fig.add_vline(
-            x=math.log10(t),
-            line_dash="dash",
-            line_color="grey",
-            annotation_text=f"near tie {label}",
-        )
-    fig.update_layout(
-        title=title,
-        barmode="overlay",
-        xaxis=dict(title="log10(top-1 logit - top-2 logit)"),
-        yaxis=dict(title="greedy steps"),
-        height=420,
-    )
+            ),
+            row=1, col=col,
+        )  # fmt: skip
+    fig.update_xaxes(title_text="log10(top-1 logit - top-2 logit)",
+                     range=[math.log10(floor) - 0.2, hi + 0.2])  # fmt: skip
+    fig.update_yaxes(title_text="greedy steps", row=1, col=1)
+    fig.update_yaxes(tickformat=",d", dtick=max(1, math.ceil(ymax / 6)), rangemode="tozero")
+    fig.update_layout(title=title, height=420, bargap=0.05)
     return fig
+
+
+def _panel(d: Mapping[str, Any], names: Sequence[str]) -> str:
+    """The panel (dtype) a divergence belongs to."""
+    dt = d.get("dtype")
+    if dt in names:
+        return str(dt)
+    first = str(d.get("label", "")).split(" ")[0]
+    return first if first in names else names[0]

@@ -41,11 +41,15 @@ def _layout(step: Step) -> dict[int, tuple[float, float]]:
     return pos
 
 
-def tree_figure(step: Step, tokenizer: Tokenizer = None, *, title: str | None = None) -> go.Figure:
-    """One tree step: the committed text's end on the left, every candidate by depth, coloured
-    accepted / rejected / unvisited; the emitted corrected or bonus token after the path.
-    Hover shows p, q, the acceptance probability, the uniform draw and, after a rejection,
-    the top of the law left for the next sibling."""
+def tree_figure(
+    step: Step, tokenizer: Tokenizer = None, *, title: str | None = None, context: str | None = None
+) -> go.Figure:
+    """One tree step: the committed text's end on the left (labelled with ``context``, the
+    text the tree continues, when given), every candidate by depth, coloured accepted /
+    rejected / unvisited; the emitted corrected or bonus token after the path, on a row of
+    its own below the tree so it hides no candidate's label. Hover shows p, q, the
+    acceptance probability, the uniform draw and, after a rejection, the top of the law left
+    for the next sibling."""
     fig = go.Figure()
     if not step.tree:
         fig.add_annotation(text="not a tree step", showarrow=False, x=0.5, y=0.5,
@@ -94,8 +98,12 @@ def tree_figure(step: Step, tokenizer: Tokenizer = None, *, title: str | None = 
     last = step.path[-1] if step.path else -1
     n_path = len(step.path)
     if len(step.emitted) > n_path:
-        x, y = pos[last]
+        x, y0 = pos[last]
+        y = min(p[1] for p in pos.values()) - 1  # its own row: no candidate underneath
         kind = step.final_kind if step.final_kind in KIND_COLORS else "corrected"
+        fig.add_trace(go.Scatter(x=[x, x + 1], y=[y0, y], mode="lines", hoverinfo="skip",
+                                 line=dict(color=KIND_COLORS[kind], dash="dot"),
+                                 showlegend=False))  # fmt: skip
         fig.add_trace(
             go.Scatter(
                 x=[x + 1], y=[y], mode="markers+text",
@@ -106,9 +114,12 @@ def tree_figure(step: Step, tokenizer: Tokenizer = None, *, title: str | None = 
                 hoverinfo="text",
             )
         )  # fmt: skip
-    fig.add_trace(go.Scatter(x=[0], y=[pos[-1][1]], mode="markers",
+    tail = None if context is None else "…" + context[-24:].replace("\n", "↵")
+    fig.add_trace(go.Scatter(x=[0], y=[pos[-1][1]], mode="markers+text" if tail else "markers",
                              marker=dict(size=14, color="black", symbol="square"),
-                             name="committed text", hoverinfo="name"))  # fmt: skip
+                             text=[tail] if tail else None, textposition="bottom right",
+                             name="committed text", hovertext=[context or "committed text"],
+                             hoverinfo="text"))  # fmt: skip
     accepted = len(step.path)
     fig.update_layout(
         title=title or (
@@ -137,7 +148,7 @@ def recursive_residual_figure(
     ids = sorted(set(ids) | set(walk.tokens), key=lambda i: -float(laws[0][i]))
     labels = _labels(ids, tokenizer)
     titles = ["target p"] + [
-        f"after rejecting {token_label(t, tokenizer)!r} (a = {_fmt(a)})"
+        f"after rejecting {token_label(t, tokenizer)!r}<br>(accept prob. {_fmt(a)})"
         for t, a in zip(walk.tokens, walk.accept_probs, strict=True)
     ]
     fig = make_subplots(rows=1, cols=len(laws), subplot_titles=titles, shared_yaxes=True)
@@ -162,6 +173,6 @@ def recursive_residual_figure(
     fig.update_xaxes(type="category")
     fig.update_layout(
         title=title or "The recursive residual: each rejected candidate's draft mass leaves p",
-        height=380, bargap=0.2,
+        height=400, bargap=0.2, margin=dict(t=110),
     )  # fmt: skip
     return fig

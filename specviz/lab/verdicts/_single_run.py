@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.report import outcome_phrase
-from ..load.claims import claim1_verdict
-from ..stats import min_detectable_tv
-from ..views.trace import acceptance_interval, acceptance_text
+from ...checks.report import outcome_phrase
+from ...load.claims import claim1_verdict
+from ...stats import min_detectable_tv
+from ...views.trace import acceptance_interval, acceptance_text
 
 __all__ = [
     "CANNOT_TELL",

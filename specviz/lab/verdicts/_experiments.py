@@ -1,0 +1,554 @@
+"""Claim verdicts the notebooks print, computed here so that a cell only calls them.
+
+Each verdict is a fixed rule on measured numbers, stated in its docstring, and can come out
+either way. Shared pieces:
+
+* :func:`ratio_verdict` -- a ratio of sums (tokens per call, tokens per second) between two
+  arms measured on the same prompts, with a percentile bootstrap interval over the prompts;
+* :func:`exactness_lines` -- lossless rules and shipped shortcuts against an exact law
+  (notebooks 11 and 12): per rule caught / consistent / cannot tell, and the claim 6 and 9
+  verdicts;
+* :func:`claim7_verdict` -- greedy identity split into "speculation changed the text" and
+  "precision changed the text" (notebook 06);
+* :func:`coverage_verdict` -- a cross-vocabulary pair's coverage per task category with an
+  interval over prompts (notebook 12);
+* :func:`first_token_tv_note` -- the plug-in TV of a consistency check next to what two
+  identical samplers would show at that sample size (its upward bias);
+* :func:`next_gamma` -- theory's next gamma, only on enough drafted tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "RatioVerdict",
+    "ratio_verdict",
+    "speedup_verdict",
+    "exactness_lines",
+    "claim7_verdict",
+    "coverage_verdict",
+    "first_token_tv_note",
+    "NextGamma",
+    "next_gamma",
+    "alone_sentence",
+    "claim1_lines",
+    "claim11_costs",
+    "accepted_length_intervals",
+]
+
+SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell"
+
+
+# -- a ratio between two arms, with an interval over prompts ----------------------------------
+
+
+@dataclass(frozen=True)
+class RatioVerdict:
+    """``estimate`` (a ratio, 1 = no difference) with its bootstrap interval over ``units``
+    prompts; ``verdict`` is ``supports`` when the whole interval lies beyond ``1 + margin``
+    on the side the claim predicts, ``not supported`` when it lies beyond ``1 - margin`` on
+    the other, else ``cannot tell``."""
+
+    claim: str
+    statistic: str
+    estimate: float
+    ci: tuple[float, float]
+    units: int
+    verdict: str
+    meaning: str = ""
+    margin: float = 0.0
+    level: float = 0.95
+
+    def sentence(self) -> str:
+        lo, hi = self.ci
+        ci = (
+            f" ({self.level:.0%} CI {lo:.2f}x to {hi:.2f}x over {self.units} prompts)"
+            if math.isfinite(lo)
+            else f" ({self.units} prompt(s): an interval needs at least 2)"
+        )
+        if self.claim.startswith("Claim"):
+            tail = {SUPPORTS: f"supports {self.claim.lower()} at this size",
+                    NOT_SUPPORTED: f"{self.claim.lower()} not supported at this size"}.get(
+                self.verdict, "cannot tell at this size")  # fmt: skip
+        else:  # a measurement, not a claim: the side it came out on
+            tail = {SUPPORTS: "above 1 at this size", NOT_SUPPORTED: "below 1 at this size"}.get(
+                self.verdict, "cannot tell at this size")  # fmt: skip
+        extra = f" -- {self.meaning}" if self.meaning else ""
+        return f"{self.claim}: {self.statistic} {self.estimate:.2f}x{ci}: {tail}{extra}."
+
+
+def ratio_verdict(
+    num: Mapping[str, Sequence[float]],
+    den: Mapping[str, Sequence[float]],
+    *,
+    claim: str,
+    statistic: str,
+    predicts: str = "above",
+    margin: float = 0.0,
+    meanings: Mapping[str, str] | None = None,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> RatioVerdict:
+    """The ratio ``(sum a / sum b) / (sum c / sum d)`` of two arms, where ``num = {"a": ...,
+    "b": ...}`` and ``den = {"c": ..., "d": ...}`` hold one value per prompt (e.g. tokens and
+    target calls of the tree, then of the chain), with a seeded percentile bootstrap over
+    the prompts. The claim predicts the ratio ``"above"`` or ``"below"`` 1; ``margin`` widens
+    the band of "no difference" (e.g. a timing noise floor).
+
+    >>> v = ratio_verdict({"t": [10, 12, 9], "c": [4, 5, 4]}, {"t": [10, 12, 9], "c": [8, 9, 8]},
+    ...                   claim="Claim 1", statistic="tokens per call, tree / chain")
+    >>> v.verdict, round(v.estimate, 2)
+    ('supports', 1.92)
+    """
+    (na, a), (nb, b) = ((k, np.asarray(v, float)) for k, v in num.items())
+    (nc, c), (nd, d) = ((k, np.asarray(v, float)) for k, v in den.items())
+    cols = np.stack([a, b, c, d], axis=1)  # [units, 4]
+
+    def stat(s: np.ndarray) -> np.ndarray:
+        return (s[..., 0] / s[..., 1]) / (s[..., 2] / s[..., 3])
+
+    est = float(stat(cols.sum(axis=0)))
+    meanings = meanings or {}
+    if len(cols) < 2:
+        return RatioVerdict(claim, statistic, est, (math.nan, math.nan), len(cols), CANNOT_TELL,
+                            meanings.get(CANNOT_TELL, ""), margin, level)  # fmt: skip
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(cols), size=(n_boot, len(cols)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = stat(cols[idx].sum(axis=1))
+    boot = boot[np.isfinite(boot)]
+    tail = (1 - level) / 2
+    lo, hi = (float(x) for x in np.quantile(boot, [tail, 1 - tail]))
+    above, below = lo > 1 + margin, hi < 1 - margin
+    if predicts == "below":
+        above, below = below, above
+    verdict = SUPPORTS if above else NOT_SUPPORTED if below else CANNOT_TELL
+    return RatioVerdict(claim, statistic, est, (lo, hi), len(cols), verdict,
+                        meanings.get(verdict, ""), margin, level)  # fmt: skip
+
+
+def speedup_verdict(
+    plain: Mapping[str, Sequence[float]],
+    spec: Mapping[str, Sequence[float]],
+    *,
+    claim: str,
+    label: str,
+    margin: float = 0.0,
+    seed: int = 0,
+) -> RatioVerdict:
+    """Wall-clock speed-up of ``spec`` over ``plain``: tokens per second of each, per prompt
+    (``{"tokens": [...], "seconds": [...]}``), as :func:`ratio_verdict` (above 1: speculation
+    faster). ``margin`` is the timing noise floor a speed-up must clear."""
+    return ratio_verdict(
+        {"tokens": spec["tokens"], "seconds": spec["seconds"]},
+        {"tokens": plain["tokens"], "seconds": plain["seconds"]},
+        claim=claim,
+        statistic=f"wall-clock speed-up of {label} over plain decoding",
+        margin=margin,
+        meanings={
+            SUPPORTS: f"{label} paid on this machine",
+            NOT_SUPPORTED: f"{label} cost more than it saved on this machine",
+            CANNOT_TELL: "the interval contains 1",
+        },
+        seed=seed,
+    )
+
+
+def claim1_lines(
+    plain: Mapping[str, Sequence[float]],
+    spec: Mapping[str, Sequence[float]],
+    label: str,
+    *,
+    margin: float = 0.0,
+    seed: int = 0,
+) -> list[str]:
+    """Claim 1 (fewer serial target calls, not cheaper ones) for one speculative arm against
+    plain decoding on the same prompts (per prompt ``tokens``, ``calls``, ``seconds``): the
+    tokens per target call ratio and the seconds per call ratio, each with a 95% interval
+    over the prompts. *supports* when both intervals lie above 1 (fewer calls, each dearer),
+    *not supported* when the calls were not fewer, else *cannot tell*. Then the wall-clock
+    speed-up, the product of the two: a measurement, not the claim (``margin``: its noise
+    floor)."""
+    fewer = ratio_verdict({"t": spec["tokens"], "c": spec["calls"]},
+                          {"t": plain["tokens"], "c": plain["calls"]},
+                          claim="", statistic="", seed=seed)  # fmt: skip
+    dearer = ratio_verdict({"s": spec["seconds"], "c": spec["calls"]},
+                           {"s": plain["seconds"], "c": plain["calls"]},
+                           claim="", statistic="", seed=seed)  # fmt: skip
+
+    def ci(v: RatioVerdict) -> str:
+        return f" (95% CI {v.ci[0]:.2f}x-{v.ci[1]:.2f}x)" if math.isfinite(v.ci[0]) else ""
+
+    if fewer.verdict == SUPPORTS and dearer.verdict == SUPPORTS:
+        tail = "supports claim 1 at this size: fewer serial calls, each one dearer"
+    elif fewer.verdict == NOT_SUPPORTED:
+        tail = "claim 1 not supported at this size: no fewer serial calls"
+    else:
+        tail = "cannot tell at this size (an interval contains 1)"
+    first = (f"Claim 1, {label}: {fewer.estimate:.2f}x the tokens per target call of plain "
+             f"decoding{ci(fewer)}, each call {dearer.estimate:.2f}x as long{ci(dearer)} -- "
+             f"{tail}.")  # fmt: skip
+    speed = speedup_verdict(plain, spec, claim=f"Speed, {label}", label=f"the {label}",
+                            margin=margin, seed=seed)  # fmt: skip
+    return [first, speed.sentence()]
+
+
+# -- exact laws: lossless rules and shortcuts (notebooks 11, 12) -------------------------------
+
+
+def exactness_lines(exact: Any, n_samples: int, level: float) -> list[str]:
+    """The "What we saw" lines of an exactness table (one row per rule: ``lossless``,
+    ``rejected``, ``pvalue``, ``first_token_tv``, ``n_needed``): each shortcut caught, not
+    caught at this size (it needs more samples than were drawn: *cannot tell*), or missed
+    although the samples should suffice; then the claim 6 verdict (every lossless rule
+    consistent with the exact law -- *supports* for departures as large as the smallest
+    shortcut caught, else *contradicts*) and the claim 9 verdict (*supports* for the
+    shortcuts caught, *cannot tell* for those too small for this size)."""
+    lines = []
+    shortcuts, kept = exact[~exact.lossless], exact[exact.lossless]
+    caught, small, missed = [], [], []
+    for name, r in shortcuts.iterrows():
+        if r.rejected:
+            caught.append((name, r.first_token_tv))
+            lines.append(
+                f"- {name}: caught (p = {r.pvalue:.2g}; first-token TV {r.first_token_tv:.3f})"
+            )
+        elif n_samples < r.n_needed:
+            small.append(name)
+            lines.append(f"- {name}: not caught at this size -- it needs ~{r.n_needed:.0f} samples "
+                         f"(TV {r.first_token_tv:.3f}); cannot tell at {n_samples}")  # fmt: skip
+        else:
+            missed.append(name)
+            lines.append(f"- {name}: NOT caught although {n_samples} samples should suffice "
+                         f"(p = {r.pvalue:.2g})")  # fmt: skip
+    ok = int((~kept.rejected).sum())
+    ps = ", ".join(f"{p:.2g}" for p in kept.pvalue)
+    head = (f"Claim 6: {ok} of {len(kept)} lossless rules consistent with the exact law at "
+            f"alpha={level:g} with {n_samples} samples each (p = {ps})")  # fmt: skip
+    if ok < len(kept):
+        lines.append(head + " -- contradicts claim 6: a lossless rule was rejected.")
+    elif caught:
+        tv = min(t for _, t in caught)
+        lines.append(head + f" -- supports claim 6 at this size: the same samples caught a "
+                     f"shortcut of first-token TV {tv:.3f}")  # fmt: skip
+    else:
+        lines.append(head + " -- cannot tell at this size: no shortcut was caught either, so "
+                     "these samples have shown no power")  # fmt: skip
+    tail = []
+    if caught:
+        tail.append(f"supports claim 9 for {len(caught)} of {len(shortcuts)} shortcuts")
+    if small:
+        tail.append(f"cannot tell at this size for {', '.join(small)}")
+    if missed:
+        tail.append(f"a miss although the size should suffice: {', '.join(missed)}")
+    lines.append(f"Claim 9: {len(caught)} of {len(shortcuts)} shortcuts rejected at "
+                 f"alpha={level:g} -- {'; '.join(tail) or 'no shortcuts tested'}.")  # fmt: skip
+    return lines
+
+
+# -- claim 7: who changed the greedy text (notebook 06) ----------------------------------------
+
+
+def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
+    """Claim 7 (greedy outputs are identical when verification, numerics and ties match),
+    from :func:`specviz.lab.experiments.precision_greedy`'s table, in two parts:
+
+    * *speculation changed the text*: the speculative rows (any drafter, compared with plain
+      decoding in the same precision). Every row identical, or diverging only at a near tie
+      ("numerics"), *supports* the identity; a divergence with a clear logit margin ("bug")
+      *contradicts* it;
+    * *precision changed the text*: the ``plain`` rows (plain decoding in another precision
+      against plain ``reference``). A divergence *supports* the condition (numerics alone
+      changed the greedy text, no speculation involved); none means *cannot tell at this
+      size* (the condition was not exercised).
+    """
+    spec = table[table.drafter != "plain"]
+    prec = table[table.drafter == "plain"]
+    out = []
+    bugs = spec[spec.verdict == "bug"]
+    ties = spec[spec.verdict == "numerics"]
+    n_same = int(spec.identical.sum())
+    head = (f"Claim 7, speculation (speculative vs plain greedy, same precision): {n_same} of "
+            f"{len(spec)} runs identical")  # fmt: skip
+    if len(bugs):
+        where = ", ".join(f"{r.dtype} {r.drafter} on {r.prompt} (margin {r.margin:.3g})"
+                          for r in bugs.itertuples())  # fmt: skip
+        out.append(head + f"; diverged with a clear margin at {where} -- contradicts claim 7: "
+                   "the verify path, not numerics, changed the text.")  # fmt: skip
+    else:
+        exact = int((ties.margin == 0).sum())
+        note = (f"; {len(ties)} diverged at near ties (numerics: the verify pass and the decode "
+                "pass rounded differently" + (f"; {exact} at an exact tie, decided by "
+                "tie-breaking alone" if exact else "") + ")" if len(ties) else "")  # fmt: skip
+        out.append(head + note + " -- supports claim 7: speculation itself never changed the "
+                   "greedy text.")  # fmt: skip
+    diff = prec[~prec.identical]
+    for dt in dict.fromkeys(prec.dtype):
+        sub, d = prec[prec.dtype == dt], diff[diff.dtype == dt]
+        line = (f"Claim 7, precision (plain {dt} vs plain {reference}): {len(d)} of {len(sub)} "
+                "prompts changed their greedy text")  # fmt: skip
+        if len(d):
+            ms = ", ".join(f"{m:.3g}" for m in d.margin.dropna())
+            line += (f" (first divergences at margins [{ms}]) -- supports claim 7's condition: "
+                     "numerics alone change greedy outputs, with no speculation involved.")  # fmt: skip
+        else:
+            line += (" -- cannot tell at this size: precision changed no text here, so the "
+                     "condition was not exercised.")  # fmt: skip
+        out.append(line)
+    return out
+
+
+# -- claim 2 on a cross-vocabulary pair: coverage per task (notebook 12) ------------------------
+
+
+def coverage_verdict(
+    cov: Any, *, alpha: float = 0.05, n_boot: int = 2000, seed: int = 0
+) -> tuple[Any, str]:
+    """Coverage per task category, with an interval over prompts, and a claim 2 verdict.
+
+    ``cov`` is :func:`specviz.drafting.cross_vocab.coverage_by_category`'s table (one row per
+    decided position: ``category``, ``prompt``, ``coverage``). Per category: the mean coverage
+    of its positions and a seeded percentile bootstrap interval over its prompts (NaN with
+    one prompt). The verdict tests whether coverage -- the most a step can accept -- depends
+    on the task: a Kruskal-Wallis test of the per-prompt mean coverages across categories.
+    *supports* claim 2 when it rejects at ``alpha``; *cannot tell* otherwise (or with fewer
+    than 2 prompts in every category)."""
+    import pandas as pd
+    from scipy.stats import kruskal
+
+    rng = np.random.default_rng(seed)
+    per_prompt = cov.groupby(["category", "prompt"], sort=False).coverage.agg(["sum", "size"])
+    rows, groups = [], []
+    for cat, sub in per_prompt.groupby(level=0, sort=False):
+        s, n = sub["sum"].to_numpy(float), sub["size"].to_numpy(float)
+        lo = hi = math.nan
+        if len(s) >= 2:
+            idx = rng.integers(0, len(s), size=(n_boot, len(s)))
+            boot = s[idx].sum(axis=1) / n[idx].sum(axis=1)
+            lo, hi = (float(x) for x in np.quantile(boot, [0.025, 0.975]))
+        groups.append(s / n)
+        rows.append(dict(category=cat, prompts=len(s), positions=int(n.sum()),
+                         mean_coverage=s.sum() / n.sum(), ci_low=lo, ci_high=hi))  # fmt: skip
+    table = pd.DataFrame(rows).set_index("category")
+    lowest, highest = table.mean_coverage.idxmin(), table.mean_coverage.idxmax()
+    span = (f"coverage from {table.mean_coverage.min():.3f} ({lowest}) to "
+            f"{table.mean_coverage.max():.3f} ({highest}) over {len(table)} categories")  # fmt: skip
+    if len(groups) < 2 or all(len(g) < 2 for g in groups):
+        return table, (f"Claim 2: {span}: cannot tell at this size (an interval needs at least "
+                       "2 prompts per category).")  # fmt: skip
+    p = float(kruskal(*groups).pvalue) if len({float(x) for g in groups for x in g}) > 1 else 1.0
+    if p < alpha:
+        tail = (f"supports claim 2 at this size: the share of the target's law this draft "
+                f"can reach depends on the task (Kruskal-Wallis over prompts, p = {p:.2g})")  # fmt: skip
+    else:
+        tail = (f"cannot tell at this size whether it depends on the task (Kruskal-Wallis over "
+                f"prompts, p = {p:.2g} >= {alpha:g})")  # fmt: skip
+    return table, f"Claim 2: {span}: {tail}."
+
+
+# -- the first-token TV of a consistency check, with its bias (notebook 10) --------------------
+
+
+def first_token_tv_note(report: Any, *, n_sim: int = 2000, seed: int = 0) -> str:
+    """The plug-in first-token TV of a :class:`~specviz.ConsistencyReport` next to its upward
+    bias at this sample size: two *identical* samplers of the pooled first-token law, with
+    the same samples per arm, simulated ``n_sim`` times (seeded). The bias-corrected
+    estimate is the plug-in minus their mean, floored at 0. Small samples make the plug-in
+    large even for a lossless sampler; the test's verdict, not this number, decides."""
+    labels, spec, std = report.first_token_counts
+    a, b = np.asarray(spec, float), np.asarray(std, float)
+    na, nb = int(a.sum()), int(b.sum())
+    est = 0.5 * float(np.abs(a / na - b / nb).sum())
+    pooled = (a + b) / (na + nb)
+    rng = np.random.default_rng(seed)
+    sa, sb = rng.multinomial(na, pooled, size=n_sim), rng.multinomial(nb, pooled, size=n_sim)
+    null = 0.5 * np.abs(sa / na - sb / nb).sum(axis=1)
+    mean, q95 = float(null.mean()), float(np.quantile(null, 0.95))
+    row = report.tv[report.tv.position == 0].iloc[0]
+    return (
+        f"first-token TV plug-in estimate {est:.3f} (95% bootstrap interval [{row.low:.3f}, "
+        f"{row.high:.3f}]); two identical samplers would show {mean:.3f} on average at "
+        f"{na} samples per arm (95% of them below {q95:.3f}): the plug-in is biased upward by "
+        f"about that much, bias-corrected estimate {max(0.0, est - mean):.3f}. An interval that "
+        "excludes 0 is therefore no evidence of a difference; the test's outcome decides"
+    )
+
+
+# -- theory's next gamma, on enough evidence (notebook 10) --------------------------------------
+
+
+@dataclass(frozen=True)
+class NextGamma:
+    """Leviathan's best gamma from a measured acceptance ``a`` (of ``drafted`` tokens, Wilson
+    interval ``a_ci``) and draft cost ratio ``c``; ``suggested`` is None when fewer than
+    ``min_drafted`` tokens were drafted, and ``across`` is the best gamma at both ends of
+    the acceptance interval."""
+
+    a: float
+    a_ci: tuple[float, float]
+    c: float
+    drafted: int
+    gamma: int
+    predicted: dict[int, float]
+    suggested: int | None
+    across: tuple[int, int]
+    min_drafted: int
+
+    def sentence(self) -> str:
+        lo, hi = self.a_ci
+        base = (f"gamma {self.gamma}: acceptance {self.a:.2f} (95% CI {lo:.2f}-{hi:.2f}, "
+                f"{self.drafted} drafted tokens), draft cost ratio c = {self.c:.2f}; predicted "
+                f"speed-up at gamma {self.gamma}: {self.predicted[self.gamma]:.2f}x")  # fmt: skip
+        rng = (f"{self.across[0]}" if self.across[0] == self.across[1]
+               else f"{self.across[0]}-{self.across[1]}")  # fmt: skip
+        if self.suggested is None:
+            return (base + f"; no suggested gamma: {self.drafted} drafted tokens are fewer than "
+                    f"the {self.min_drafted} a suggestion needs (across the acceptance interval "
+                    f"theory's best gamma is {rng})")  # fmt: skip
+        return (base + f"; suggested gamma: {self.suggested} (best gamma {rng} across the "
+                "acceptance interval)")  # fmt: skip
+
+
+def next_gamma(
+    accepted: int,
+    drafted: int,
+    c: float,
+    *,
+    gamma: int,
+    max_gamma: int = 8,
+    min_drafted: int = 100,
+    optimal: Callable[..., int] | None = None,
+    speedup: Callable[..., float] | None = None,
+) -> NextGamma:
+    """Theory's next gamma after a run at ``gamma``: ``accepted`` of ``drafted`` tokens and a
+    draft cost ratio ``c``; a suggestion only on at least ``min_drafted`` drafted tokens.
+
+    >>> next_gamma(13, 16, 0.05, gamma=2).suggested is None
+    True
+    >>> next_gamma(130, 160, 0.05, gamma=2).suggested
+    8
+    """
+    from ...perf import acceptance, theory
+
+    optimal = optimal or theory.optimal_gamma
+    speedup = speedup or theory.speedup
+    a = accepted / drafted if drafted else 0.0
+    lo, hi = (float(x) for x in acceptance.wilson_interval(accepted, max(drafted, 0)))
+    if not drafted:
+        lo = hi = 0.0
+    predicted = {g: speedup(a, g, c) for g in range(1, max_gamma + 1)}
+    best = optimal(a, c, max_gamma=max_gamma)
+    across = (optimal(lo, c, max_gamma=max_gamma), optimal(min(hi, 0.999), c, max_gamma=max_gamma))
+    return NextGamma(a, (lo, hi), c, drafted, gamma, predicted,
+                     best if drafted >= min_drafted else None, across, min_drafted)  # fmt: skip
+
+
+# -- one request at a time, on a named set of prompts (notebook 09's reconciliation with 07) ---
+
+
+def alone_sentence(rows: Any, label: str, *, seed: int = 0) -> str:
+    """One line from :func:`specviz.load.served_alone`'s rows (one plain and one speculative
+    engine): the drafter's acceptance and tokens per target call on these prompts, and the
+    speed-up with its interval over the prompts."""
+    plain, spec = rows[rows["mode"] == "plain"], rows[rows["mode"] == "speculative"]
+    v = speedup_verdict(
+        {"tokens": plain.tokens.tolist(), "seconds": plain.seconds.tolist()},
+        {"tokens": spec.tokens.tolist(), "seconds": spec.seconds.tolist()},
+        claim="",
+        label="",
+        seed=seed,
+    )
+    acc = spec.accepted.sum() / max(1, spec.drafted.sum())
+    lo, hi = v.ci
+    ci = f" (95% CI {lo:.2f}x-{hi:.2f}x)" if math.isfinite(lo) else ""
+    return (
+        f"{label}: {len(spec)} prompts served alone: acceptance {acc:.2f}, "
+        f"{spec.tokens.sum() / max(1, spec.target_calls.sum()):.2f} tokens per target call, "
+        f"speculative/plain {v.estimate:.2f}x{ci}"
+    )
+
+
+# -- claim 11: what each drafter's accepted tokens cost (notebook 07) --------------------------
+
+
+def _sum_ratio_ci(
+    num: np.ndarray, den: np.ndarray, rng: np.random.Generator, n_boot: int
+) -> tuple[float, float, float]:
+    """sum(num) / sum(den) over units, with a percentile bootstrap 95% interval over them
+    (inf where a resample has nothing in ``den``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = float(num.sum() / den.sum()) if den.sum() else math.inf
+        if len(num) < 2:
+            return est, math.nan, math.nan
+        idx = rng.integers(0, len(num), size=(n_boot, len(num)))
+        d = den[idx].sum(axis=1)
+        boot = np.where(d > 0, num[idx].sum(axis=1) / np.where(d > 0, d, 1), np.inf)
+    boot = np.sort(boot)  # order statistics: an infinite resample stays inf, never NaN
+    lo, hi = float(boot[int(0.025 * n_boot)]), float(boot[int(0.975 * n_boot) - 1])
+    return est, lo, hi
+
+
+def claim11_costs(
+    grid: Any, *, gamma: int, mode: str, n_boot: int = 2000, seed: int = 0
+) -> list[str]:
+    """Claim 11 (drafts come from many places, each at its own cost), from a
+    :func:`specviz.lab.analysis.run_grid` table at one gamma and mode: per drafter, the
+    milliseconds of drafting per *accepted* draft token, pooled over its cells, with a 95%
+    bootstrap interval over the prompts. *supports* claim 11 at this size when the cheapest
+    and the dearest drafter's intervals do not overlap (their costs really differ); *cannot
+    tell* otherwise. A drafter that never had a draft accepted costs "inf"."""
+    rng = np.random.default_rng(seed)
+    sub = grid[(grid.gamma == gamma) & (grid["mode"] == mode)]
+    rows = []
+    for name, g in sub.groupby("drafter", sort=False):
+        per = g.groupby("prompt_id")[["draft_time", "accepted"]].sum()
+        est, lo, hi = _sum_ratio_ci(1e3 * per.draft_time.to_numpy(float),
+                                    per.accepted.to_numpy(float), rng, n_boot)  # fmt: skip
+        rows.append((str(name), est, lo, hi, int(per.accepted.sum()), len(per)))
+    lines = [
+        f"Claim 11, {n}: {est:.3g} ms of drafting per accepted token"
+        + (f" (95% CI {lo:.3g}-{hi:.3g} over {k} prompts)" if math.isfinite(lo) else f" ({k} prompt(s))")
+        + f", {acc} drafts accepted"
+        for n, est, lo, hi, acc, k in rows
+    ]  # fmt: skip
+    ranked = sorted(rows, key=lambda r: r[1])
+    if len(ranked) < 2:
+        return lines + ["Claim 11: one drafter: nothing to compare."]
+    cheap, dear = ranked[0], ranked[-1]
+    apart = bool(cheap[3] < dear[2])  # NaN (a single prompt: no interval) compares False
+    tail = (
+        f"supports claim 11 at this size: {cheap[0]} is the cheapest per accepted token and "
+        f"{dear[0]} the dearest, intervals apart"
+        if apart
+        else f"cannot tell at this size which drafter is cheapest per accepted token (the "
+        f"intervals of {cheap[0]} and {dear[0]} overlap)"
+    )
+    return lines + [f"Claim 11 verdict (gamma {gamma}, {mode}): {tail}."]
+
+
+def accepted_length_intervals(
+    grid: Any, *, gamma: int, mode: str, n_boot: int = 2000, seed: int = 0
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """``(drafter, category) -> (low, high)``: a 95% bootstrap interval over prompts of the
+    mean accepted length (tokens per target call, pooled) of a
+    :func:`specviz.lab.analysis.run_grid` table at one gamma and mode, category ``all``
+    included -- error bars for :func:`specviz.views.perf.metric_bars_figure`."""
+    rng = np.random.default_rng(seed)
+    sub = grid[(grid.gamma == gamma) & (grid["mode"] == mode)]
+    groups = list(sub.groupby(["drafter", "category"], sort=False))
+    groups += [((name, "all"), g) for name, g in sub.groupby("drafter", sort=False)]
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for (name, cat), g in groups:
+        per = g.groupby("prompt_id")[["new_tokens", "target_calls"]].sum()
+        tokens, calls = per.new_tokens.to_numpy(float), per.target_calls.to_numpy(float)
+        _, lo, hi = _sum_ratio_ci(tokens, calls, rng, n_boot)
+        if math.isfinite(lo) and math.isfinite(hi):
+            out[(str(name), str(cat))] = (lo, hi)
+    return out

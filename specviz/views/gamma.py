@@ -1,0 +1,108 @@
+"""Figures of the gamma trade-off and its decisions (notebooks 08 and 10): what a verify pass
+costs, what each policy bought, and the speed-up per task category -- palette colours, the
+numbers as labels, intervals where the run has them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .palette import PALETTE, THEORY_COLOR, color, series
+
+__all__ = ["verify_cost_figure", "policy_speedup_figure", "category_speedup_figure"]
+
+
+def verify_cost_figure(
+    curves: dict[str, Any], *, context: int | None = None, title: str | None = None
+) -> go.Figure:
+    """``v(n)``, the time of one target call fed ``n`` tokens over one decode step, for each
+    measured :class:`~specviz.perf.theory.VerifyCost` in ``curves`` (label -> cost, e.g.
+    packed and stock kernels: one hue each), against the textbook ``v = 1`` (dashed black).
+    Every point is labelled with its value."""
+    fig = go.Figure()
+    cols = series(curves)
+    ns: list[int] = []
+    for label, vc in curves.items():
+        xs = list(vc.tokens)
+        ys = [vc.ratio(n) for n in xs]
+        ns = sorted(set(ns) | set(xs))
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, name=f"measured v(n), {label}", mode="lines+markers+text",
+                       text=[f"{y:.2f}" for y in ys], textposition="top center",
+                       line=dict(color=cols[label])),
+        )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=ns, y=[1.0] * len(ns), name="textbook (free)", mode="lines",
+                   line=dict(color=THEORY_COLOR, dash="dash")),
+    )  # fmt: skip
+    ctx = f", context {context}" if context is not None else ""
+    fig.update_layout(
+        title=title or f"Verify pass cost vs tokens fed{ctx}",
+        xaxis=dict(title="tokens fed to the target (gamma + 1)", dtick=1),
+        yaxis=dict(title="time / one decode step", rangemode="tozero"),
+        height=360,
+    )
+    return fig
+
+
+def policy_speedup_figure(lab: Any, *, title: str | None = None) -> go.Figure:
+    """Replayed speedup per policy (rows of :func:`specviz.lab.policy_lab.compare_policies`:
+    ``policy``, ``speedup``, ``tokens_per_call``): vermillion bars (speculative decoding),
+    labelled inside with the speedup and tokens per call (the plain-decoding line at 1 crosses
+    no label); the dotted line is plain decoding."""
+    ys = [float(v) for v in lab["speedup"]]
+    fig = go.Figure(
+        go.Bar(x=list(lab["policy"]), y=ys, marker_color=color("speculative"),
+               text=[f"{y:.2f}x<br>{t:.2f} tok/call" for y, t in zip(ys, lab["tokens_per_call"],
+                                                                      strict=True)],
+               textposition="inside", insidetextanchor="end", textfont=dict(color="white"),
+               name="replayed"),
+    )  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"],
+                  annotation_text="plain decoding")  # fmt: skip
+    top = max([1.0, *[y for y in ys if math.isfinite(y)]])
+    fig.update_layout(
+        title=title or "Replayed speedup per policy (labels: speedup, tokens per call)",
+        yaxis=dict(title="predicted speedup", range=[0, top * 1.15]),
+        height=420,
+        margin=dict(t=80),
+    )
+    return fig
+
+
+def category_speedup_figure(
+    table: Any, *, gammas: Sequence[int] | None = None, title: str | None = None
+) -> go.Figure:
+    """Speed-up over plain decoding per task category (rows of
+    :func:`specviz.checklist.category_table`), one bar per gamma (one hue each), with the
+    interval over prompts as error bars when the table has ``speedup_ci_low`` /
+    ``speedup_ci_high``; the dashed line is break-even."""
+    gs = list(gammas) if gammas is not None else sorted(g for g in set(table.gamma) if g > 0)
+    cols = series([f"gamma {g}" for g in gs])
+    fig = go.Figure()
+    for g in gs:
+        sub = table[table.gamma == g]
+        y = sub.speedup.astype(float).tolist()
+        err = None
+        if {"speedup_ci_low", "speedup_ci_high"} <= set(sub.columns):
+            hi = [h - v if math.isfinite(h) else None for h, v in zip(sub.speedup_ci_high, y,
+                                                                     strict=True)]  # fmt: skip
+            lo = [v - low if math.isfinite(low) else None for low, v in zip(sub.speedup_ci_low, y,
+                                                                           strict=True)]  # fmt: skip
+            err = dict(type="data", array=hi, arrayminus=lo, visible=True, color="black")
+        fig.add_trace(
+            go.Bar(x=list(sub.category), y=y, name=f"gamma {g}", marker_color=cols[f"gamma {g}"],
+                   error_y=err, text=[f"{v:.2f}x" for v in y], textposition="inside"),
+        )  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dash", line_color=PALETTE["plain"],
+                  annotation_text="plain decoding")  # fmt: skip
+    fig.update_layout(
+        title=title or "Speed-up over plain decoding by task (bars: 95% interval over prompts)",
+        barmode="group",
+        yaxis_title="speed-up (x)",
+        height=420,
+    )
+    return fig

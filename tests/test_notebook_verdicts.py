@@ -1,0 +1,310 @@
+"""The verdicts notebooks 06-12 print (issue 27), computed in the package: each rule can come
+out either way, and each wrong number of the review has a case here that would have caught it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from specviz.lab import checklist
+from specviz.lab.verdicts import (
+    claim7_verdict,
+    coverage_verdict,
+    exactness_lines,
+    first_token_tv_note,
+    next_gamma,
+    ratio_verdict,
+    speedup_verdict,
+)
+from specviz.load import find_crossover
+from specviz.verification.trees import LOSSLESS_TREE_RULES, rejectable_candidates, sibling_walk
+
+# -- ratios with an interval over prompts (11's chain vs tree, 11/12's wall clock) -------------
+
+
+def test_ratio_verdict_comes_out_every_way():
+    calls = {"tokens": [20, 24, 22, 18], "calls": [10, 12, 11, 9]}  # 2 tokens per call
+    better = {"tokens": [20, 24, 22, 18], "calls": [5, 6, 5, 5]}
+    assert ratio_verdict(better, calls, claim="Claim 1", statistic="x").verdict == "supports"
+    assert ratio_verdict(calls, better, claim="Claim 1", statistic="x").verdict == "not supported"
+    mixed = {"tokens": [20, 24, 22, 18], "calls": [5, 14, 6, 12]}
+    assert ratio_verdict(mixed, calls, claim="Claim 1", statistic="x").verdict == "cannot tell"
+    one = ratio_verdict({"t": [20], "c": [5]}, {"t": [20], "c": [10]}, claim="C", statistic="x")
+    assert one.verdict == "cannot tell" and math.isnan(one.ci[0])
+    assert "an interval needs at least 2" in one.sentence()
+
+
+def test_speedup_needs_to_clear_the_noise_floor():
+    plain = {"tokens": [24, 24, 24], "seconds": [2.0, 2.1, 1.9]}
+    spec = {"tokens": [24, 24, 24], "seconds": [1.8, 1.85, 1.75]}  # ~1.1x
+    assert speedup_verdict(plain, spec, claim="Claim 1", label="tree").verdict == "supports"
+    v = speedup_verdict(plain, spec, claim="Claim 1", label="tree", margin=0.2)
+    assert v.verdict == "cannot tell" and "over plain decoding" in v.sentence()
+
+
+# -- 11: the residual walk shows only possible events -----------------------------------------
+
+
+@pytest.mark.parametrize("rule", sorted(LOSSLESS_TREE_RULES))
+def test_residual_walk_rejects_only_what_can_be_rejected(rule):
+    """Issue 27: the without-replacement panel 'rejected' a candidate accepted with
+    probability 1. Every candidate picked for the walk has acceptance probability < 1."""
+    for seed in range(6):
+        g = torch.Generator().manual_seed(seed)
+        p = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+        q = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+        toks = rejectable_candidates(LOSSLESS_TREE_RULES[rule], p, q, 3)
+        walk = sibling_walk(LOSSLESS_TREE_RULES[rule], p, q, toks)
+        assert toks and all(a < 1.0 for a in walk.accept_probs), (seed, toks)
+        assert any(0.0 < a for a in walk.accept_probs)  # at least one real decision
+    # the review's hand-picked walk had an impossible rejection: the check sees it
+    g = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+    q = torch.softmax(torch.randn(6, generator=g) * 1.3, -1)
+    old = sibling_walk(LOSSLESS_TREE_RULES["without_replacement"], p, q, [1, 3, 0])
+    assert max(old.accept_probs) == 1.0
+
+
+# -- 11 / 12: exactness tables ------------------------------------------------------------------
+
+
+def _exact(rejected_lossless=False, missed=False):
+    return pd.DataFrame(
+        dict(
+            lossless=[True, False, False, False],
+            rejected=[rejected_lossless, True, False, not missed and False],
+            pvalue=[0.4, 1e-9, 0.3, 0.5],
+            first_token_tv=[0.0, 0.12, 0.001, 0.2],
+            n_needed=[math.inf, 300, 1e7, 100],
+        ),
+        index=["lossless", "big", "tiny", "obvious"],
+    )
+
+
+def test_exactness_lines_name_each_outcome():
+    lines = exactness_lines(_exact(), 2000, 1e-3)
+    text = "\n".join(lines)
+    assert "- big: caught" in text and "- tiny: not caught at this size" in text
+    assert "- obvious: NOT caught although 2000 samples should suffice" in text
+    assert "supports claim 6 at this size" in text and "TV 0.120" in text
+    assert "supports claim 9 for 1 of 3 shortcuts" in text and "a miss although" in text
+    bad = "\n".join(exactness_lines(_exact(rejected_lossless=True), 2000, 1e-3))
+    assert "contradicts claim 6" in bad
+
+
+# -- 06: who changed the greedy text -----------------------------------------------------------
+
+
+def _greedy_rows(spec_verdict="identical", precision_differs=True):
+    rows = [
+        dict(prompt="a", dtype="bf16", drafter="plain", identical=not precision_differs,
+             margin=0.03 if precision_differs else None, verdict="numerics"),
+        dict(prompt="a", dtype="fp32", drafter="lookup", identical=True, margin=None,
+             verdict="identical"),
+        dict(prompt="a", dtype="bf16", drafter="lookup", identical=spec_verdict == "identical",
+             margin=None if spec_verdict == "identical" else 2.5, verdict=spec_verdict),
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_claim7_separates_speculation_from_precision():
+    lines = claim7_verdict(_greedy_rows())
+    assert "supports claim 7: speculation itself never changed" in lines[0]
+    assert "supports claim 7's condition: numerics alone" in lines[1]
+    lines = claim7_verdict(_greedy_rows(spec_verdict="bug", precision_differs=False))
+    assert "contradicts claim 7" in lines[0] and "cannot tell at this size" in lines[1]
+
+
+# -- 12: coverage per task with an interval -----------------------------------------------------
+
+
+def test_coverage_verdict_depends_on_the_spread_between_tasks():
+    rng = np.random.default_rng(0)
+    rows = []
+    for ci, (cat, mu) in enumerate([("code", 0.6), ("chat", 0.95), ("math", 0.9)]):
+        for pi in range(3):
+            for pos in range(10):
+                rows.append(dict(category=cat, prompt=ci * 3 + pi, position=pos,
+                                 coverage=float(np.clip(mu + rng.normal(0, 0.02), 0, 1))))  # fmt: skip
+    table, line = coverage_verdict(pd.DataFrame(rows))
+    assert "supports claim 2" in line and table.loc["code", "prompts"] == 3
+    assert table.loc["code", "ci_low"] < table.loc["code", "mean_coverage"]
+    flat = pd.DataFrame(rows).assign(coverage=0.9)
+    assert "cannot tell" in coverage_verdict(flat)[1]
+    single = pd.DataFrame(rows)[lambda d: d.prompt % 3 == 0]
+    assert "needs at least 2 prompts" in coverage_verdict(single)[1]
+
+
+# -- 10: the plug-in TV's bias, the next gamma, and one load decision per family ---------------
+
+
+class _Report:
+    def __init__(self, a, b):
+        self.first_token_counts = (list(range(len(a))), a, b)
+        self.tv = pd.DataFrame([dict(position=0, estimate=0.35, low=0.19, high=0.43)])
+
+
+def test_first_token_tv_note_states_the_bias_of_a_small_sample():
+    """Issue 27: 'TV estimate 0.350 [0.191, 0.433]' beside 'inconclusive' read as a bug. Two
+    samples of one law at 60 each: the note says identical samplers show about as much."""
+    rng = np.random.default_rng(1)
+    law = np.full(12, 1 / 12)
+    a, b = rng.multinomial(60, law), rng.multinomial(60, law)
+    note = first_token_tv_note(_Report(a, b))
+    est = 0.5 * np.abs(a / 60 - b / 60).sum()
+    null = float(note.split("two identical samplers would show ")[1].split(" ")[0])
+    assert null > 0.15 and abs(est - null) < 0.15  # the plug-in sits in its own null band
+    assert "bias-corrected estimate" in note and "no evidence of a difference" in note
+
+
+def test_next_gamma_needs_enough_drafted_tokens():
+    few = next_gamma(13, 16, 0.05, gamma=2)
+    assert few.suggested is None and "fewer than the 100" in few.sentence()
+    many = next_gamma(130, 160, 0.05, gamma=2)
+    assert many.suggested == 8 and many.across[0] <= 8
+    assert "suggested gamma: 8" in many.sentence()
+
+
+def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
+    """The review's 10: throughput paid at every load, TTFT lost at every load, every
+    category speculated -- printed as '[OK] paid up to 2 clients' next to '[WARN] keep
+    speculation off' and a claim-12 'supported'. A family that loses everywhere is a
+    choice, not a fallback boundary: claim 12 is not supported by it."""
+    table = pd.DataFrame(dict(category=["a", "b"], gamma=[2, 2], speedup=[1.16, 1.13],
+                              acceptance=[0.8, 0.7], tokens_per_call=[2.4, 2.2],
+                              first_rejection_share=[0.1, 0.2]))  # fmt: skip
+    xs = [
+        find_crossover([1, 2], [1.23, 2.59], metric="throughput_tok_s", scenario="concurrency"),
+        find_crossover([1, 2], [0.79, 0.5], metric="ttft_p50", scenario="concurrency"),
+    ]
+    adv = checklist.advise(table, crossovers=xs)
+    load_items = [a for a in adv if a.scope == "load"]
+    assert len(load_items) == 1
+    assert load_items[0].action == (
+        "throughput-first: speculate at every tested load (up to 2 concurrent clients); "
+        "latency-first: keep speculation off (it lost at every tested load)"
+    )
+    v = checklist.claim12_verdict(adv)
+    assert v.status == "not supported" and "no boundary inside the tested range" in v.reason
+    # within a 30% noise floor the throughput gain at 1 client decides nothing
+    noisy = checklist.advise(table, crossovers=xs, noise=0.3)
+    assert [d.calls for d in noisy[-2].decisions] == [("tie", "on"), ("tie", "off")]
+    assert noisy[-2].action.startswith(
+        "throughput-first: speculate at 2 concurrent clients; no difference beyond the noise at 1"
+    )
+
+
+def test_claim10_does_not_rank_a_constant():
+    """The review's small 10: every cell had 1.60 tokens per call, the rank correlation was
+    NaN and the verdict read 'the raw rate tracked it better'. Nothing varied: not shown."""
+    table = pd.DataFrame(dict(category=["a", "a", "b", "b"], gamma=[2, 4, 2, 4],
+                              speedup=[1.47, 1.2, 1.05, 0.92], acceptance=[0.38, 0.21, 0.43, 0.25],
+                              tokens_per_call=[1.6] * 4))  # fmt: skip
+    v = checklist.claim10_verdict(table, draft_cost=0.04)
+    assert v.status == "not shown" and "nothing to rank" in v.reason
+
+
+def test_claim1_is_about_calls_and_the_speed_is_reported_apart():
+    """11's review: no plain baseline. A slower wall clock with fewer, dearer calls supports
+    claim 1 (that is its point); the speed-up is printed as a measurement, not as claim 1."""
+    from specviz.lab.verdicts import claim1_lines
+
+    plain = {"tokens": [24, 24, 24], "calls": [24, 24, 24], "seconds": [2.0, 2.2, 2.1]}
+    tree = {"tokens": [24, 24, 24], "calls": [14, 15, 13], "seconds": [3.0, 3.4, 3.1]}
+    first, speed = claim1_lines(plain, tree, "tree")
+    assert "supports claim 1 at this size: fewer serial calls, each one dearer" in first
+    assert speed.startswith("Speed, tree: wall-clock speed-up of the tree over plain decoding")
+    assert "below 1 at this size" in speed and "claim 1 not supported" not in speed
+    same = {"tokens": [24, 24, 24], "calls": [25, 26, 27], "seconds": [2.0, 2.2, 2.1]}
+    assert "claim 1 not supported" in claim1_lines(plain, same, "chain")[0]
+
+
+def test_tree_figure_keeps_the_corrected_token_off_the_candidates():
+    """11's review: the corrected-token diamond hid a rejected node's label, and the committed
+    text had no text."""
+    import specviz as sv
+    from specviz.views import tree_figure
+
+    target, draft = sv.toy_pair(6, 2, seed=0)
+    run = sv.speculative_generate(target, sv.TreeDrafter(draft, (3, 2), "independent"), [0, 1],
+                                  gamma=3, max_new_tokens=8, do_sample=True, seed=1)  # fmt: skip
+    step = next(s for s in run.trace.steps if s.tree and len(s.emitted) > len(s.path))
+    fig = tree_figure(step, context="the committed text")
+    nodes = {(x, y) for t in fig.data if t.name in ("accepted", "rejected", "unvisited")
+             for x, y in zip(t.x, t.y, strict=True)}  # fmt: skip
+    diamond = next(t for t in fig.data if (t.name or "").endswith(" token"))
+    assert (diamond.x[0], diamond.y[0]) not in nodes
+    square = next(t for t in fig.data if t.name == "committed text")
+    assert square.text[0].endswith("the committed text")
+
+
+def test_claim11_costs_need_separated_intervals():
+    """07's review: no claim-11 verdict. Drafting milliseconds per accepted token, with an
+    interval over prompts; 'supports' only when the cheapest and dearest are apart."""
+    from specviz.lab.verdicts import claim11_costs
+
+    def cells(name, ms, acc):
+        return [dict(drafter=name, gamma=3, mode="greedy", prompt_id=f"p{i}",
+                     draft_time=ms[i] / 1e3, accepted=acc[i]) for i in range(len(ms))]  # fmt: skip
+
+    grid = pd.DataFrame(
+        cells("lookup", [1, 1, 2], [5, 6, 5]) + cells("head", [40, 50, 45], [8, 9, 7])
+    )
+    lines = claim11_costs(grid, gamma=3, mode="greedy")
+    assert lines[0].startswith("Claim 11, lookup: 0.25 ms of drafting per accepted token")
+    assert "supports claim 11 at this size: lookup is the cheapest" in lines[-1]
+    close = pd.DataFrame(cells("a", [10, 30, 20], [5, 6, 5]) + cells("b", [12, 28, 22], [5, 6, 5]))
+    assert "cannot tell" in claim11_costs(close, gamma=3, mode="greedy")[-1]
+    never = pd.DataFrame(cells("a", [1, 1, 1], [5, 6, 5]) + cells("b", [9, 9, 9], [0, 0, 0]))
+    assert "a is the cheapest per accepted token and b the dearest" in claim11_costs(
+        never, gamma=3, mode="greedy")[-1]  # fmt: skip
+
+
+def test_mean_accepted_length_gets_an_interval_over_prompts():
+    """07's review: no error bars on the mean accepted length."""
+    from specviz.lab.verdicts import accepted_length_intervals
+    from specviz.views import metric_bars_figure
+
+    grid = pd.DataFrame(
+        [dict(drafter="a", category=c, gamma=3, mode="greedy", prompt_id=f"{c}{i}",
+              new_tokens=20, target_calls=calls)
+         for c, callss in (("x", (10, 8, 12)), ("y", (5, 6, 4))) for i, calls in enumerate(callss)]
+    )  # fmt: skip
+    ci = accepted_length_intervals(grid, gamma=3, mode="greedy")
+    assert set(ci) == {("a", "x"), ("a", "y"), ("a", "all")}
+    lo, hi = ci[("a", "x")]
+    assert lo < 2.0 < hi and lo >= 20 / 12
+    summary = pd.DataFrame(dict(drafter=["a", "a"], category=["x", "y"],
+                                mean_accepted_length=[2.0, 4.0]))  # fmt: skip
+    fig = metric_bars_figure(summary, "mean_accepted_length", intervals=ci)
+    assert fig.data[0].error_y.visible and fig.data[0].error_y.array[0] == pytest.approx(hi - 2.0)
+
+
+def test_gamma_figures_use_the_palette_and_show_their_numbers():
+    """08 and 10's figures (issue 27): plotly's default blue gone, values on the figure,
+    intervals drawn where the table has them."""
+    from specviz.perf.theory import VerifyCost
+    from specviz.views import category_speedup_figure, policy_speedup_figure, verify_cost_figure
+    from specviz.views.palette import PALETTE
+
+    vc = VerifyCost((1, 2, 3), (1.0, 1.3, 1.6), 16)
+    fig = verify_cost_figure({"packed kernels": vc, "stock kernels": vc})
+    assert list(fig.data[0].text) == ["1.00", "1.30", "1.60"]
+    assert fig.data[0].line.color != fig.data[1].line.color
+    lab = pd.DataFrame(dict(policy=["constant(1)", "ema"], speedup=[0.89, 1.25],
+                            tokens_per_call=[1.2, 1.9]))  # fmt: skip
+    bars = policy_speedup_figure(lab)
+    assert bars.data[0].marker.color == PALETTE["speculative"]
+    assert bars.layout.yaxis.range[1] > 1.25  # the tallest bar and its label fit
+    table = pd.DataFrame(dict(category=["a", "b", "a", "b"], gamma=[2, 2, 4, 4],
+                              speedup=[1.2, 0.9, 1.1, 0.8], speedup_ci_low=[1.0, 0.7, np.nan, 0.6],
+                              speedup_ci_high=[1.4, 1.1, np.nan, 1.0]))  # fmt: skip
+    cat = category_speedup_figure(table)
+    assert [t.name for t in cat.data] == ["gamma 2", "gamma 4"]
+    assert list(cat.data[0].error_y.array) == pytest.approx([0.2, 0.2])
+    assert cat.data[1].error_y.array[0] is None  # one prompt: no interval, none drawn

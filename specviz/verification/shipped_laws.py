@@ -33,6 +33,7 @@ __all__ = [
     "markdown_table_shipped",
     "sample_shipped",
     "shipped_effects",
+    "shipped_measured",
     "shipped_law",
     "stated_chain_setting",
 ]
@@ -229,8 +230,8 @@ def _n_to_detect(expected: np.ndarray, law: np.ndarray, tv: float) -> float:
     """Samples for 90% power at alpha = 0.01: the analytic Pearson estimate, and below 200
     samples (where a near-zero target probability makes the noncentral approximation overstate
     power) from there up in x1.2 steps, at least 20, until the test's simulated power (400
-    seeded replicates) reaches 0.9. A member that emits target-impossible tokens is refuted by the first one: n with
-    P(one seen) >= 0.9."""
+    seeded replicates) reaches 0.9. A member that emits target-impossible tokens is refuted by
+    the first one: n with P(one seen) >= 0.9."""
     from ..stats import sample_size_for_laws, simulated_power
 
     if tv < 1e-9:
@@ -319,6 +320,25 @@ def shipped_effects() -> Any:
         rows.append(dict(verifier=name, lossless=spec.lossless, outcome=law.outcome,
                          law=law.kind, tv=law.tv, n_to_detect=law.n_to_detect,
                          mistake=spec.description))  # fmt: skip
+    return pd.DataFrame(rows).set_index("verifier")
+
+
+def shipped_measured(n: int, seed: int = 0) -> Any:
+    """Predicted vs measured, per member: the stated law's TV next to the plug-in TV of ``n``
+    draws of the stated outcome through the member's code, the goodness-of-fit p-value of those
+    draws against the lossless law, and whether a test at alpha = 0.01 caught it."""
+    import pandas as pd
+
+    from ..stats import goodness_of_fit
+
+    rows = []
+    for name, spec in SHIPPED_ZOO.items():
+        law = shipped_law(name)
+        counts = sample_shipped(name, n, seed)
+        pvalue = goodness_of_fit(counts, law.expected).pvalue
+        rows.append(dict(verifier=name, lossless=spec.lossless, law=law.kind, predicted_tv=law.tv,
+                         measured_tv=float(0.5 * np.abs(counts / n - law.expected).sum()),
+                         n_to_detect=law.n_to_detect, n=n, pvalue=pvalue, caught=pvalue < 0.01))  # fmt: skip
     return pd.DataFrame(rows).set_index("verifier")
 
 

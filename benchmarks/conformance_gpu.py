@@ -55,10 +55,14 @@ def _vllm_kernel():
 
 KERNELS = {
     "flashinfer": lambda: importlib.import_module("flashinfer.sampling").chain_speculative_sampling,
-    "trtllm": lambda: importlib.import_module(
-        "tensorrt_llm._torch.speculative.one_model_sampler"
-    ).rejection_sampling_one_model,
-    "sglang_tree": lambda: importlib.import_module("sgl_kernel").tree_speculative_sampling_target_only,  # fmt: skip
+    "trtllm": lambda: (
+        importlib.import_module(
+            "tensorrt_llm._torch.speculative.one_model_sampler"
+        ).rejection_sampling_one_model
+    ),
+    "sglang_tree": lambda: (
+        importlib.import_module("sgl_kernel").tree_speculative_sampling_target_only
+    ),  # fmt: skip
     "vllm": _vllm_kernel,
 }
 

@@ -255,6 +255,20 @@ class Decoder:
         self.policy.update(d_mean, max(a_mean, 0), t_verify - t_draft, t_end - t_verify)
 
     def _verify(self, dgs: list[DraftGroup], p_all: torch.Tensor, groups: list[Group]) -> list:
+        if self.spec.verify_rows is not None and all(dg.tree is None for dg in dgs):
+            # a rule over the whole batch (the bug zoo's ragged-batch member): every row at once
+            items = [(di, r) for di, dg in enumerate(dgs) for r in dg.rows]
+            qs = [dgs[di].q_draft for di, _ in items]
+            vs = self.spec.verify_rows(
+                [dgs[di].tokens for di, _ in items],
+                [None if q is None else q.to(p_all.device) for q in qs],
+                [p_all[di, : dgs[di].tokens.numel() + 1] for di, _ in items],
+                [r.generator for _, r in items],
+            )
+            grouped: list[list[Any]] = [[] for _ in dgs]
+            for (di, _), v in zip(items, vs, strict=True):
+                grouped[di].append(v)
+            return grouped
         out: list[list[Any]] = []
         for di, dg in enumerate(dgs):
             if dg.tree is not None:

@@ -129,6 +129,9 @@ class VerifierSpec:
     # way a tree drafter must draw siblings to reproduce the bug (None: any).
     verify_tree: Callable | None = None
     tree_sampling: str | None = None
+    # A rule over every chain row of a batch at once (tokens, q, p, generators lists ->
+    # verdicts), for the bugs that live between rows; None: each row on its own (``verify``).
+    verify_rows: Callable | None = None
 
 
 #: Every rule by name: the two lossless ones here, the bug zoo's broken ones registered by

@@ -4,7 +4,8 @@ Every figure of specviz takes its colours from :data:`PALETTE`, so a colour mean
 thing in every notebook: blue is always the target's p, orange always the draft's q, green what
 was accepted (and the overlap min(p, q) that is accepted on average), purple the residual and
 the token corrected from it, sky blue a bonus token, wine a rejected draft, grey what was never
-looked at, black plain decoding (and theory, dashed), vermillion speculative decoding.
+looked at, black plain decoding (and theory, dashed), vermillion speculative decoding; a verdict
+is green (equivalent), wine (inconsistent) or grey (inconclusive).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ PALETTE: dict[str, str] = {
     "plain": "#000000",
     "speculative": "#D55E00",  # speculative decoding (an arm of a comparison)
     "theory": "#000000",  # a law or formula (drawn dashed)
+    # verdicts of a comparison (the sequential e-value curves are drawn in them)
+    "equivalent": "#009E73",  # shown to keep the law (within a tolerance): green, as accepted
+    "inconsistent": "#882255",  # shown to change the law: wine, as rejected
+    "inconclusive": "#999999",  # neither yet
 }
 
 

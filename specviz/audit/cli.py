@@ -24,6 +24,11 @@ Exit status (so CI can gate on it):
   and the problem), or an internal error (with its traceback).
 
 An interrupted audit (Ctrl-C) exits 130; rerunning the same command resumes it.
+
+``--sequential`` (:mod:`specviz.audit.sequential`) samples ``--batch`` completions per prompt
+and arm at a time and stops at the first of: inconsistent (exit 1), equivalent within
+``--tv-tolerance`` (exit 0), the cap ``--n-samples`` (default 1.5x the fixed-n design for the
+tolerance; inconclusive, exit 3). It runs no greedy report and no load sweep.
 """
 
 from __future__ import annotations
@@ -93,7 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--model-b", default=None, help="model id to request from B")
     ap.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
     ap.add_argument("--prompts-file", type=Path, help="one prompt per line, or JSONL with 'prompt'")
-    ap.add_argument("--n-samples", type=int, default=200, help="completions per prompt and arm")
+    ap.add_argument(
+        "--n-samples",
+        type=int,
+        default=None,
+        help="completions per prompt and arm (default 200); with --sequential the cap "
+        "(default 1.5x the fixed-n design for --tv-tolerance)",
+    )
     ap.add_argument("--max-tokens", type=int, default=4)
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-p", type=float, default=None)
@@ -148,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     tls.add_argument("--ca-bundle", default=None, help="CA file to verify https servers")
     tls.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    seq = ap.add_argument_group("sequential (stop when decided)")
+    seq.add_argument("--sequential", action="store_true", help="stop at reject / equivalent / cap")
+    seq.add_argument("--tv-tolerance", type=float, default=0.05, help="'equivalent within' TV")
+    seq.add_argument("--batch", type=int, default=50, help="completions per check and arm")
     return ap
 
 
@@ -227,6 +242,11 @@ def _settings(args: argparse.Namespace) -> tuple[list[str], dict]:
             raise _UsageError("give --b (or --identity-probe with an engine spec as --a)")
         args.b = identity_spec(args.a)
         engines.append(True)
+    if args.sequential and (args.identity_probe or any(engines)):
+        raise _UsageError(
+            "--sequential works with two http(s) servers; it does not combine with "
+            "--identity-probe or in-process engine specs yet"
+        )
     if any(engines) and not all(engines):
         raise _UsageError(
             "--a and --b must both be URLs or both be in-process engine specs (ENGINE:MODEL,...)"
@@ -264,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = AuditConfig(
             prompts=tuple(prompts),
-            n_samples=args.n_samples,
+            n_samples=args.n_samples or (max(2, args.batch) if args.sequential else 200),
             max_tokens=args.max_tokens,
             temperature=args.temperature,
             top_p=args.top_p,
@@ -284,7 +304,16 @@ def main(argv: list[str] | None = None) -> int:
             load_max_tokens=args.load_max_tokens,
             load_temperature=args.load_temperature,
         )
-    except ValueError as err:
+        if args.sequential:
+            from .. import stats
+
+            stats.check_sequential_settings(
+                alpha=args.alpha,
+                tv_tolerance=args.tv_tolerance,
+                cap=args.n_samples,
+                batch=args.batch,
+            )
+    except (TypeError, ValueError) as err:
         return _fail(_flag_message(str(err)))
     verify: bool | str = False if args.insecure else (args.ca_bundle or True)
     common = dict(api_key=args.api_key, verify=verify, timeout=args.timeout, extra=extra)
@@ -299,16 +328,32 @@ def main(argv: list[str] | None = None) -> int:
     a = Endpoint(args.a, model=args.model_a, label="A", metrics_url=args.metrics_a, **common)
     b = Endpoint(args.b, model=args.model_b, label="B", metrics_url=args.metrics_b, **common)
     try:
-        report = asyncio.run(
-            run_audit(
-                a,
-                b,
-                cfg,
-                out_dir=args.out,
-                progress=not args.quiet,
-                identity_probe=args.identity_probe,
+        if args.sequential:
+            from .sequential import run_sequential_audit
+
+            report = asyncio.run(
+                run_sequential_audit(
+                    a,
+                    b,
+                    cfg,
+                    tv_tolerance=args.tv_tolerance,
+                    batch=args.batch,
+                    cap=args.n_samples,
+                    out_dir=args.out,
+                    progress=not args.quiet,
+                )
             )
-        )
+        else:
+            report = asyncio.run(
+                run_audit(
+                    a,
+                    b,
+                    cfg,
+                    out_dir=args.out,
+                    progress=not args.quiet,
+                    identity_probe=args.identity_probe,
+                )
+            )
     except AuditError as err:
         # connection, TLS, timeout, HTTP, model mismatch, no logprobs, a foreign raw file
         return _fail(str(err))
@@ -330,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("internal error (the traceback above; please report it)")
     print(report.summary())
     print(f"report: {args.out / 'report.html'}  raw results: {args.out / 'raw.jsonl'}")
-    return {"consistent": 0, "inconsistent": 1}.get(report.outcome, 3)
+    codes = {"consistent": 0, "equivalent": 0, "inconsistent": 1}
+    return codes.get(report.outcome.split()[0], 3)
 
 
 def _run_engines(ea, eb, cfg, args: argparse.Namespace) -> int:

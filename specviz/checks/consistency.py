@@ -18,6 +18,10 @@ adjusted p-values are reported for exploration.
 
 :func:`greedy_check` is the greedy counterpart: exact-match rate, first divergence and the
 target's top-1/top-2 logit margin there ("numerics" near a tie, otherwise "bug").
+
+With ``sequential=True`` the same samples are drawn batch by batch and the check stops at the
+first of reject / equivalent within ``tv_tolerance`` / the cap ``n_samples`` (see
+:mod:`specviz.checks.sequential`); it returns a :class:`~specviz.checks.sequential.SequentialReport`.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ..verification.base import get_verifier
 from .report import check_settings, power_outcome, power_statement, prompt_ids, result_row
 from .report import verdict as report_verdict
 from .sequences import LogprobNumerics, sequence_tests
+from .sequential import SequentialReport, SequentialRun
 
 __all__ = ["ConsistencyReport", "consistency_check"]
 
@@ -128,7 +133,7 @@ def consistency_check(
     draft: Any,
     prompts: Sequence[Any],
     *,
-    n_samples: int,
+    n_samples: int | None = None,
     max_new_tokens: int,
     do_sample: bool = True,
     temperature: float = 1.0,
@@ -144,18 +149,39 @@ def consistency_check(
     n_boot: int = 500,
     progress: bool = True,
     tv_threshold: float = 0.1,
-) -> ConsistencyReport:
+    sequential: bool = False,
+    tv_tolerance: float = 0.05,
+) -> ConsistencyReport | SequentialReport:
     """Speculative vs standard sampling on ``prompts`` (token-id lists, strings or
     :class:`~specviz.prompts.Prompt` with ``tokenizer``); ``n_samples`` per arm and prompt.
 
     ``report.verdict`` is the Holm decision; ``report.outcome`` adds its power: a check whose
     smallest detectable first-token TV is above ``tv_threshold`` is "inconclusive", never a
-    pass."""
+    pass.
+
+    ``sequential=True``: batches of ``batch_size`` per arm and prompt, checked after each, until
+    the anytime-valid test rejects ("inconsistent"), every position's TV upper bound is below
+    ``tv_tolerance`` ("equivalent within ...") or ``n_samples`` per arm -- the cap; None: 1.5x
+    the fixed-n design for ``tv_tolerance`` -- is reached ("inconclusive"). The samples are the
+    fixed-n check's, in its order."""
     import pandas as pd
 
     if not do_sample:
         raise ValueError("consistency_check compares sampled outputs; use greedy_check for greedy")
-    check_settings(n_samples=n_samples, alpha=alpha, batch_size=batch_size)
+    if sequential is not True and sequential is not False:
+        raise TypeError(f"sequential must be True or False, got {sequential!r}")
+    if n_samples is None and not sequential:
+        raise TypeError(
+            "consistency_check needs n_samples (samples per arm); only sequential=True may "
+            "leave it out (then the cap is 1.5x the fixed-n design for tv_tolerance)"
+        )
+    check_settings(
+        n_samples=2 if n_samples is None else n_samples, alpha=alpha, batch_size=batch_size
+    )
+    if sequential:
+        stats.check_sequential_settings(
+            alpha=alpha, tv_tolerance=tv_tolerance, cap=n_samples, batch=batch_size
+        )
     check_count("max_new_tokens", max_new_tokens, 1)
     check_count("n_boot", n_boot, 1)
     check_probability("tv_threshold", tv_threshold)
@@ -165,6 +191,29 @@ def consistency_check(
     sampling = dict(
         do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p, eos_token_id=eos_token_id
     )
+    if sequential:
+
+        def draw(pi: int, start: int, m: int) -> tuple[list, list]:
+            # the fixed-n check's batch at ``start`` (same seeds, same samples), unrecorded
+            common = dict(
+                input_ids=id_lists[pi], max_new_tokens=max_new_tokens, num_sequences=m, **sampling
+            )
+            spec = speculative_generate_batch(
+                target, draft, gamma=gamma, verifier=verifier, seed=seed + start, **common
+            )
+            std = autoregressive_generate_batch(target, seed=seed + 10**9 + start, **common)
+            return std.sequences, spec.sequences
+
+        run = SequentialRun(
+            len(id_lists),
+            max_new_tokens,
+            alpha=alpha,
+            tv_tolerance=tv_tolerance,
+            batch=batch_size,
+            cap=n_samples,
+        )
+        return _run_sequential(run, draw, len(id_lists), progress, f"verifier={verifier!r}")
+    assert n_samples is not None
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -240,3 +289,15 @@ def consistency_check(
         numerics=tuple(numerics),
         tv_threshold=tv_threshold,
     )
+
+
+def _run_sequential(run: SequentialRun, draw, n_prompts: int, progress: bool, compared: str):
+    """Draw batches until ``run`` decides (each prompt's reference and candidate arms)."""
+    t0 = time.perf_counter()
+    with tqdm(total=run.cap, desc="sequential", unit="seq/arm", disable=not progress) as bar:
+        while (m := run.next_size) > 0:
+            run.feed([draw(pi, run.n, m) for pi in range(n_prompts)])
+            bar.total = run.cap
+            bar.update(m)
+            bar.set_postfix(e=f"{run.seq.e_value:.3g}", tv=f"<{run.seq.tv_upper:.3f}")
+    return run.report(seconds=time.perf_counter() - t0, compared=compared)

@@ -14,7 +14,10 @@ Benjamini-Hochberg) and add what those libraries leave to the caller:
 * analytic power, sample sizes and minimum detectable effects, so that a passing test can state
   what it could have caught;
 * a calibration harness (does a test reject a true null at its nominal rate?);
-* greedy-consistency bookkeeping that separates numerical near ties from real bugs.
+* greedy-consistency bookkeeping that separates numerical near ties from real bugs;
+* anytime-valid sequential comparison of two discrete laws (a betting e-process that may be
+  stopped whenever it is decided, and a confidence sequence on their TV distance for an
+  "equivalent within tau" stop).
 
 Why this matters (see the field notes, "Shipped mistakes"): the bugs that reached users changed
 the output law by a TV distance of 0.05-0.3 (transformers #32867, #47932; vLLM #9834) or made an
@@ -68,6 +71,15 @@ from ._results import (
     PitResult,
     Pooled,
 )
+from ._sequential import (
+    PairedBettingTest,
+    SequentialResult,
+    SequentialTwoSample,
+    TVConfidenceSequence,
+    check_sequential_settings,
+    sequential_homogeneity,
+    sequential_method,
+)
 
 __all__ = [
     "CalibrationResult",
@@ -82,11 +94,16 @@ __all__ = [
     "ImpossibleOutcomeError",
     "Method",
     "MultipleTestResult",
+    "PairedBettingTest",
     "PitResult",
     "Pooled",
+    "SequentialResult",
+    "SequentialTwoSample",
+    "TVConfidenceSequence",
     "adjust_pvalues",
     "anderson_darling_2sample",
     "calibrate",
+    "check_sequential_settings",
     "counts_from_samples",
     "estimate_kl",
     "estimate_tv",
@@ -105,6 +122,8 @@ __all__ = [
     "randomized_pit",
     "sample_size_for_laws",
     "sample_size_for_tv",
+    "sequential_homogeneity",
+    "sequential_method",
     "simulated_power",
     "tv_alternative",
     "tv_distance",

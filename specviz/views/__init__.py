@@ -24,6 +24,7 @@ from .stats import (
     margin_figure,
     power_curve_figure,
     pvalue_uniformity_figure,
+    sequential_figure,
     verifier_report_figure,
 )
 from .trace import (
@@ -71,6 +72,7 @@ __all__ = [
     "rejection_histogram_figure",
     "rejection_positions_figure",
     "residual_figure",
+    "sequential_figure",
     "speedup_figure",
     "timeline_figure",
     "token_label",

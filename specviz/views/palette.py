@@ -4,7 +4,8 @@ Every figure of specviz takes its colours from :data:`PALETTE`, so a colour mean
 thing in every notebook: blue is always the target's p, orange always the draft's q, green what
 was accepted (and the overlap min(p, q) that is accepted on average), purple the residual and
 the token corrected from it, sky blue a bonus token, wine a rejected draft, grey what was never
-looked at, black plain decoding (and theory, dashed), vermillion speculative decoding.
+looked at, black plain decoding (and theory, dashed), vermillion speculative decoding; a verdict
+is green (equivalent), wine (inconsistent) or grey (inconclusive).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ PALETTE: dict[str, str] = {
     "queued": "#BBBBBB",  # a request waiting for the server (load timelines)
     "to first token": "#DDCC77",  # a request's batch running, no token yet (prefill included)
     "streaming": "#44AA99",  # a request receiving its tokens
+    # verdicts of a comparison (the sequential e-value curves are drawn in them)
+    "equivalent": "#009E73",  # shown to keep the law (within a tolerance): green, as accepted
+    "inconsistent": "#882255",  # shown to change the law: wine, as rejected
+    "inconclusive": "#999999",  # neither yet
 }
 
 #: Colours of series that are *categories*, not meanings -- task categories, drafters,

@@ -30,6 +30,7 @@ __all__ = [
     "pvalue_uniformity_figure",
     "power_curve_figure",
     "margin_figure",
+    "sequential_figure",
 ]
 
 
@@ -389,3 +390,94 @@ def _panel(d: Mapping[str, Any], names: Sequence[str]) -> str:
         return str(dt)
     first = str(d.get("label", "")).split(" ")[0]
     return first if first in names else names[0]
+
+
+def sequential_figure(
+    trajectories: Mapping[str, Any],
+    *,
+    alpha: float,
+    tv_tolerance: float | None = None,
+    fixed_n: float | None = None,
+    outcomes: Mapping[str, str] | None = None,
+    title: str = "Anytime-valid verdicts: evidence after every batch",
+) -> go.Figure:
+    """One curve per run: the e-value (top, log-y; a rejection once it reaches 1/alpha) and
+    the upper end of the TV confidence sequence (bottom; "equivalent" once it is below
+    ``tv_tolerance``) against the samples per arm. ``trajectories`` map a label to rows of
+    (samples per arm, e-value, TV upper end) -- an array or a DataFrame with those columns;
+    ``outcomes`` colour each run by its verdict (inconsistent, equivalent, inconclusive) and
+    ``fixed_n`` marks what a fixed-n design would have drawn."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    dashes = ("solid", "dash", "dot", "dashdot", "longdash")
+    for i, (label, rows) in enumerate(trajectories.items()):
+        arr = np.asarray(getattr(rows, "values", rows), dtype=float).reshape(-1, 3)
+        verdict = (outcomes or {}).get(label, "inconclusive").split()[0]
+        style = dict(color=color(verdict), dash=dashes[i % len(dashes)])
+        for row, fmt in ((1, "e-value %{y:.3g}"), (2, "TV < %{y:.3f}")):
+            fig.add_trace(
+                go.Scatter(
+                    name=f"{label} ({verdict})",
+                    legendgroup=str(label),
+                    showlegend=row == 1,
+                    x=arr[:, 0],
+                    y=np.maximum(arr[:, 1], 1e-300) if row == 1 else arr[:, 2],
+                    mode="lines+markers",
+                    line=style,
+                    hovertemplate=f"n = %{{x}}: {fmt}<extra>{label}</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    fig.add_hline(
+        y=1 / alpha,
+        row=1,
+        col=1,
+        line_dash="dash",
+        line_color=THEORY_COLOR,
+        annotation_text=f"reject: 1/alpha = {1 / alpha:g}",
+    )
+    if tv_tolerance is not None:
+        fig.add_hline(
+            y=tv_tolerance,
+            row=2,
+            col=1,
+            line_dash="dash",
+            line_color=THEORY_COLOR,
+            annotation_text=f"equivalent below TV {tv_tolerance:g}",
+        )
+    if fixed_n:
+        for row in (1, 2):
+            fig.add_vline(x=fixed_n, row=row, col=1, line_dash="dot", line_color="grey")
+        fig.add_annotation(
+            x=fixed_n, y=1, yref="paper", text=f"fixed-n design: {fixed_n:,.0f}", showarrow=False
+        )
+    fig.update_yaxes(title_text="e-value", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="TV upper end", range=[0, 1.02], row=2, col=1)
+    fig.update_xaxes(title_text="samples per arm", row=2, col=1)
+    fig.update_layout(title=title, height=560)
+    return fig
+
+
+def sequential_html(report: Any, path: Any, *, title: str, details: str = "") -> Any:
+    """A self-contained page for a sequential verdict (its summary, the e-value / TV figure
+    with plotly.js inlined, the per-view table), written atomically."""
+    import html
+    import os
+    from pathlib import Path
+
+    fig = report.figures()["e_value"]
+    parts = [
+        f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<h2>Verdict: {html.escape(report.outcome)}</h2><p>{html.escape(report.summary())}</p>",
+        fig.to_html(full_html=False, include_plotlyjs="inline"),
+        "<h2>Per prompt and view</h2>",
+        report.views.to_html(index=False, float_format="%.4g"),
+        f"<p>{html.escape(report.method)}</p><pre>{html.escape(details)}</pre></body></html>",
+    ]
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text("\n".join(parts), encoding="utf-8")
+    os.replace(tmp, out)  # a reader never sees half a page
+    return out

@@ -287,21 +287,22 @@ def check_draft(
     if not (q.dtype.is_floating_point):
         raise ValueError(f"drafter {name!r} reported q_draft of dtype {q.dtype}, not floats")
     sums = q.sum(-1, dtype=torch.float64)  # [k]: NaN/inf anywhere makes its row non-finite
-    if not bool(torch.isfinite(sums).all()):
+    tol = Q_SUM_TOLERANCE if q.element_size() >= 4 else Q_SUM_TOLERANCE_16BIT
+    off = (sums - 1.0).abs()
+    flags = torch.stack([~torch.isfinite(sums).all(), q.amin() < 0, (off > tol).any()])
+    non_finite, negative, unnormalised = flags.tolist()  # one host sync for the three checks
+    if non_finite:
         raise FloatingPointError(f"drafter {name!r} reported a non-finite q_draft")
-    if bool((q.amin() < 0).item()):
+    if negative:
         raise ValueError(f"drafter {name!r} reported negative probabilities in q_draft")
-    if normalised:
-        tol = Q_SUM_TOLERANCE if q.element_size() >= 4 else Q_SUM_TOLERANCE_16BIT
-        off = (sums - 1.0).abs()
-        if bool((off > tol).any()):
-            i = int(off.argmax())
-            raise ValueError(
-                f"drafter {name!r} reported a q_draft whose row {i} sums to {float(sums[i]):.6g}, "
-                f"not 1 (tolerance {tol:g}): q_draft must be the normalised law each drafted "
-                "token was sampled from (one row per token), or None for a deterministic "
-                "proposal"
-            )
+    if normalised and unnormalised:
+        i = int(off.argmax())
+        raise ValueError(
+            f"drafter {name!r} reported a q_draft whose row {i} sums to {float(sums[i]):.6g}, "
+            f"not 1 (tolerance {tol:g}): q_draft must be the normalised law each drafted "
+            "token was sampled from (one row per token), or None for a deterministic "
+            "proposal"
+        )
 
 
 def check_tree(

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..core.sampling import sample
-from .trees import verify_tree_greedy, verify_tree_lossless
+from .trees import _verify_tree_greedy, _verify_tree_lossless
 
 __all__ = [
     "PREFIXES",
@@ -134,6 +134,11 @@ def verify_lossless(
 ) -> Verdict:
     """tokens [k], q_draft [k, V] or None, p_target [k+1, V] -> Verdict (lossless)."""
     check_chain_shapes(tokens, q_draft, p_target, "verify_lossless")
+    return _verify_lossless(tokens, q_draft, p_target, generator)
+
+
+def _verify_lossless(tokens, q_draft, p_target, generator) -> Verdict:
+    # the engine's entry: its shapes are built, and its ids checked, once per step upstream
     _, p_x, q_x = _gathered(tokens, q_draft, p_target)
     if bool((q_x <= 0).any()):
         i = int((q_x <= 0).nonzero()[0])
@@ -149,6 +154,10 @@ def verify_lossless(
 def verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
     """Greedy matching: keep drafts while they equal the target's argmax."""
     check_chain_shapes(tokens, q_draft, p_target, "verify_greedy")
+    return _verify_greedy(tokens, q_draft, p_target, generator)
+
+
+def _verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
     k = tokens.numel()
     top = p_target.argmax(dim=-1)  # [k+1]
     match = tokens.to(top.device) == top[:k]
@@ -177,17 +186,17 @@ VERIFIERS: dict[str, VerifierSpec] = {
     for s in [
         VerifierSpec(
             "lossless",
-            verify_lossless,
+            _verify_lossless,  # the public names check shapes; the engine has checked them
             True,
             "min(1, p/q), residual, bonus; trees: the rule of their sampling",
-            verify_tree=verify_tree_lossless,
+            verify_tree=_verify_tree_lossless,
         ),
         VerifierSpec(
             "greedy",
-            verify_greedy,
+            _verify_greedy,
             True,
             "greedy matching (do_sample=False)",
-            verify_tree=verify_tree_greedy,
+            verify_tree=_verify_tree_greedy,
         ),
     ]
 }

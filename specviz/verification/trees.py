@@ -232,6 +232,10 @@ def check_tree_shapes(tree: Any, p_nodes: Any, who: str) -> None:
 def verify_tree_lossless(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     """The lossless rule for the way ``tree``'s siblings were drawn (its ``sampling``)."""
     check_tree_shapes(tree, p_nodes, "verify_tree_lossless")
+    return _verify_tree_lossless(tree, p_nodes, generator)
+
+
+def _verify_tree_lossless(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     if tree.q_draft is None and tree.sampling != "deterministic" and tree.size:
         raise ValueError(
             f"a tree drawn {tree.sampling!r} must report q_draft (the law its siblings came from)"
@@ -242,6 +246,10 @@ def verify_tree_lossless(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> T
 def verify_tree_greedy(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     """Greedy tree matching: follow the child equal to the target's argmax."""
     check_tree_shapes(tree, p_nodes, "verify_tree_greedy")
+    return _verify_tree_greedy(tree, p_nodes, generator)
+
+
+def _verify_tree_greedy(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     kids = tree.children()
     tokens = tree.tokens.tolist()
     cur, path, decisions = -1, [], []

@@ -430,6 +430,7 @@ def parse_completion(
     seconds: float,
     *,
     need_logprobs: bool = True,
+    request: str = "the completion request",
 ) -> Completion:
     """Validate one non-streamed answer (completions or chat shape); raise IncompleteResult if
     any part is missing.
@@ -450,7 +451,7 @@ def parse_completion(
     except (KeyError, IndexError, TypeError) as err:
         raise IncompleteResult(f"{ep.name}: answer without choices: {str(data)[:200]}") from err
     if not isinstance(choice, dict):
-        raise _malformed(ep, "the completion request", "choices[0]", choice, "an object")
+        raise _malformed(ep, request, "choices[0]", choice, "an object")
     try:
         return _parse_choice(data, choice, ep, max_tokens, seconds, need_logprobs)
     except ValueError as err:
@@ -458,7 +459,7 @@ def parse_completion(
             raise
         field, got, expected = err.args[0]
         where = field if field.startswith("usage") else f"choices[0].{field}"
-        raise _malformed(ep, "the completion request", where, got, expected) from None
+        raise _malformed(ep, request, where, got, expected) from None
 
 
 def _parse_choice(data, choice, ep, max_tokens, seconds, need_logprobs) -> Completion:
@@ -542,7 +543,12 @@ async def complete(
         except json.JSONDecodeError as err:
             raise IncompleteResult(f"{ep.name}: answer is not JSON: {resp.text[:200]}") from err
         return parse_completion(
-            data, ep, max_tokens, time.perf_counter() - t0, need_logprobs=logprobs is not None
+            data,
+            ep,
+            max_tokens,
+            time.perf_counter() - t0,
+            need_logprobs=logprobs is not None,
+            request=f"POST {ep.url(path)}",
         )
 
     return await _with_retries(go, ep, retries, backoff)
@@ -577,6 +583,8 @@ async def stream(
         stream=True,
     )
 
+    request = f"POST {ep.url(path)} (streamed)"
+
     async def go() -> StreamTiming:
         t0 = time.perf_counter()
         times: list[float] = []
@@ -597,25 +605,19 @@ async def stream(
                     if payload == "[DONE]":
                         done = True
                         break
-                    chunk = _stream_chunk(payload, ep, len(times))
+                    chunk = _stream_chunk(payload, ep, request, len(times))
                     if chunk.get("usage"):
                         try:
                             usage_tokens = _usage(chunk)
                         except ValueError as err:
                             field, got, expected = err.args[0]
-                            raise _malformed(
-                                ep, "the streamed request", field, got, expected
-                            ) from None
+                            raise _malformed(ep, request, field, got, expected) from None
                     if "timings" in chunk:
                         draft = _draft_counts(chunk)
                     for choice in chunk.get("choices") or []:
                         if not isinstance(choice, dict):
                             raise _malformed(
-                                ep,
-                                "the streamed request",
-                                "a chunk's choices[0]",
-                                choice,
-                                "an object",
+                                ep, request, "a chunk's choices[0]", choice, "an object"
                             )
                         delta = choice.get("delta")
                         piece = (
@@ -642,19 +644,19 @@ async def stream(
     return await _with_retries(go, ep, retries, backoff)
 
 
-def _stream_chunk(payload: str, ep: Endpoint, seen: int) -> dict[str, Any]:
+def _stream_chunk(payload: str, ep: Endpoint, request: str, seen: int) -> dict[str, Any]:
     """One ``data:`` line of a stream as a JSON object (or MalformedAnswer)."""
     try:
         chunk = json.loads(payload)
     except json.JSONDecodeError:
         raise MalformedAnswer(
-            f"{ep.name} ({ep.base_url}): malformed answer to the streamed request: the data line "
-            f"after {seen} token chunk(s) is not JSON: {_show(payload[:200])}"
+            f"{ep.name} ({ep.base_url}): malformed answer to {request}: the data line after "
+            f"{seen} token chunk(s) is not JSON: {_show(payload[:200])}"
         ) from None
     if not isinstance(chunk, dict):
-        raise _malformed(ep, "the streamed request", "a data line", chunk, "a JSON object")
+        raise _malformed(ep, request, "a data line", chunk, "a JSON object")
     if not isinstance(chunk.get("choices") or [], list):
-        raise _malformed(ep, "the streamed request", "choices", chunk["choices"], "a list")
+        raise _malformed(ep, request, "choices", chunk["choices"], "a list")
     return chunk
 
 

@@ -351,7 +351,7 @@ def test_the_draft_position_limit():
         (lambda: ConfidenceStop(threshold="0.5"), "threshold must be a finite number in"),
         (lambda: ConfidenceStop(threshold=1.5), "threshold must be a finite number in"),
         (lambda: AcceptanceEMA(prior=5), r"prior must be a finite number in \[0, 1\]"),
-        (lambda: AcceptanceEMA(c=-1.0), "c must be a finite number > 0"),
+        (lambda: AcceptanceEMA(c=-1.0), "c must be a finite number >= 0"),
         (lambda: AcceptanceEMA(max_batch=0), "max_batch must be an integer >= 1"),
         (lambda: AcceptanceEMA(min_speedup=float("nan")), "min_speedup must be a finite number"),
         (lambda: AcceptanceEMA(weight="0.1"), "weight must be a finite number"),

@@ -327,9 +327,9 @@ class AcceptanceEMA(GammaPolicy):
         prior = check_real("prior", prior, low=0.0, high=1.0)
         self.prior, self.weight = prior, weight
         if c is not None:  # draft cost per token / target cost per call
-            c = check_real("c", c, low=0.0, low_open=True)
+            c = check_real("c", c, low=0.0)
         self.c_fixed = c
-        self.c_prior = check_real("c_prior", c_prior, low=0.0, low_open=True)
+        self.c_prior = check_real("c_prior", c_prior, low=0.0)
         self.min_speedup = check_real("min_speedup", min_speedup, low=0.0)
         self.probe_every = _count("probe_every", probe_every, 1)
         self.batch_size = _count("batch_size", batch_size, 1)

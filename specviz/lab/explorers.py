@@ -545,7 +545,8 @@ class PromptPlayground:
         if s is None or not 0 <= s <= SEED_MAX:
             # the seed box holds [0, SEED_MAX]: a larger seed would be clamped at the next Run
             problems.append(
-                f"seed must be an integer in [0, {SEED_MAX}], got {settings.get('seed')!r}"
+                f"seed must be an integer >= 0 and <= {SEED_MAX} (what the seed box holds), got "
+                f"{settings.get('seed')!r}"
             )
         return problems
 

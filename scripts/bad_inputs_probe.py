@@ -455,10 +455,11 @@ def _():
     return gen_b(seed=2**64 - 1)
 
 
-@ok("C3", "consistency_check seed=None (a seed is drawn)")
+@error("C3", "consistency_check seed=None (it needs a seed to report)", "seed", "integer")
 def _():
-    return sv.consistency_check(TT, TD, [[0]], n_samples=10, max_new_tokens=2, seed=None,
-                                progress=False, n_boot=10) is not None  # fmt: skip
+    return sv.consistency_check(
+        TT, TD, [[0]], n_samples=10, max_new_tokens=2, seed=None, progress=False, n_boot=10
+    )
 
 
 @error("C3", "consistency_check seed='1'", "seed")

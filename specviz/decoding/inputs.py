@@ -286,7 +286,8 @@ def check_draft(
         return
     if not (q.dtype.is_floating_point):
         raise ValueError(f"drafter {name!r} reported q_draft of dtype {q.dtype}, not floats")
-    sums = q.sum(-1, dtype=torch.float64)  # [k]: NaN/inf anywhere makes its row non-finite
+    # [k]: NaN/inf anywhere makes its row non-finite (16-bit laws summed in float32)
+    sums = q.sum(-1) if q.element_size() >= 4 else q.sum(-1, dtype=torch.float32)
     tol = Q_SUM_TOLERANCE if q.element_size() >= 4 else Q_SUM_TOLERANCE_16BIT
     off = (sums - 1.0).abs()
     flags = torch.stack([~torch.isfinite(sums).all(), q.amin() < 0, (off > tol).any()])

@@ -57,6 +57,7 @@ import stat
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,11 @@ _SOURCES = ("auto", "hub", "local")
 _CHUNK = 8 * 1024 * 1024
 _WEIGHTS_NAME = "model.safetensors"
 _META_NAME = "specviz.json"
-# Inside a cache folder: (size, mtime_ns, sha256) of each file when its hash was last checked.
+# Inside a cache folder: (size, mtime_ns, sha256) of each file when its hash was last checked,
+# and (kept apart, so that older specviz versions sharing the cache read the same records) the
+# CRC-32 of the content that hash covered, for the cheaper once-per-process content check.
 _VERIFIED_NAME = ".verified.json"
+_CRC_NAME = ".content-crc32.json"
 _CACHE_FORMAT = 2  # 2: specviz.json has the "files" table (size + SHA-256 of every file)
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # Rough one-time cost of dequantizing a GGUF (tensors + tokenizer) on 2 CPU cores, for the log line.
@@ -232,7 +236,7 @@ def _file_table(meta: Any) -> dict[str, tuple[int, str]] | str:
             not name
             or Path(name).is_absolute()
             or ".." in parts
-            or name in (_META_NAME, _VERIFIED_NAME)
+            or name in (_META_NAME, _VERIFIED_NAME, _CRC_NAME)
             or isinstance(size, bool)
             or not isinstance(size, int)
             or size < 0
@@ -246,10 +250,10 @@ def _file_table(meta: Any) -> dict[str, tuple[int, str]] | str:
     return table
 
 
-def _read_verified(folder: Path) -> dict[str, Any]:
+def _read_verified(folder: Path, name: str = _VERIFIED_NAME) -> dict[str, Any]:
     """The ``.verified.json`` records, ``{}`` when absent or unreadable (all get re-hashed)."""
     try:
-        data = json.loads((folder / _VERIFIED_NAME).read_text(encoding="utf-8"))
+        data = json.loads((folder / name).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
     files = data.get("files") if isinstance(data, dict) else None
@@ -260,9 +264,44 @@ def _verified_record(st: os.stat_result, digest: str) -> dict[str, Any]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
 
 
-def _write_verified(folder: Path, records: dict[str, Any]) -> None:
+#: Files whose content passed a check in this process: (device, inode, size, mtime_ns).
+_CONTENT_CHECKED: set[tuple[int, int, int, int]] = set()
+#: When the bytes of a cached file whose size and mtime did not change are read again:
+#: ``auto`` (default) -- files under ``_BIG_FILE`` once per process, larger ones (the Qwen
+#: weights) when their last content check is over ``_RECHECK_S`` old; ``content`` -- every
+#: file once per process; ``stat`` -- never (size and mtime only).
+_CHECK_ENV = "SPECVIZ_CACHE_CHECK"
+_CHECK_MODES = ("auto", "content", "stat")
+_BIG_FILE = 1 << 30
+_RECHECK_S = 24 * 3600
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _check_mode() -> str:
+    mode = os.environ.get(_CHECK_ENV, "auto").strip().lower() or "auto"
+    if mode not in _CHECK_MODES:
+        raise ValueError(f"{_CHECK_ENV} must be one of {_CHECK_MODES}, got {mode!r}")
+    return mode
+
+
+def _content_check_due(st: os.stat_result, checked: Any) -> bool:
+    """Whether a file whose size and mtime match its records is read again now (``checked``:
+    the time of its last content check, recorded for big files)."""
+    mode = _check_mode()
+    if mode == "stat" or _stat_key(st) in _CONTENT_CHECKED:
+        return False
+    if mode == "content" or st.st_size < _BIG_FILE:
+        return True
+    fresh = isinstance(checked, (int, float)) and 0 <= time.time() - checked < _RECHECK_S
+    return not fresh
+
+
+def _write_verified(folder: Path, records: dict[str, Any], name: str = _VERIFIED_NAME) -> None:
     """Write ``.verified.json`` atomically (temporary file + rename)."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f"{_VERIFIED_NAME}.", suffix=".tmp", dir=folder)
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{name}.", suffix=".tmp", dir=folder)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -270,9 +309,15 @@ def _write_verified(folder: Path, records: dict[str, Any]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         _make_shareable(tmp)
-        os.replace(tmp, folder / _VERIFIED_NAME)
+        os.replace(tmp, folder / name)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _content_checked(st: os.stat_result) -> int:
+    """Remember that a file's bytes were just checked (this process; for big files, the time)."""
+    _CONTENT_CHECKED.add(_stat_key(st))
+    return int(time.time())
 
 
 def _cache_state(folder: Path, *, progress: bool = False, rehash: bool = False) -> _CacheState:
@@ -281,7 +326,11 @@ def _cache_state(folder: Path, *, progress: bool = False, rehash: bool = False) 
     Every recorded file must exist with its recorded size. A file whose ``(size, mtime_ns)``
     differs from its ``.verified.json`` record (or that has none, or every file if ``rehash``)
     is hashed and must match its recorded SHA-256; the records are then updated (best effort:
-    a read-only cache is simply re-hashed next time).
+    a read-only cache is simply re-hashed next time), with the CRC-32 of each 256 MiB block. A
+    file whose size and mtime did not change is still read again and must match those CRCs
+    (bit rot keeps both): files under 1 GiB once per process, larger ones once a day
+    (``SPECVIZ_CACHE_CHECK``: ``auto``, ``content`` for every file once per process, ``stat``
+    for never).
     """
     if not folder.exists() and not folder.is_symlink():
         return _CacheState("missing")
@@ -316,25 +365,61 @@ def _cache_state(folder: Path, *, progress: bool = False, rehash: bool = False) 
             return _damaged(f"{name}: size {st.st_size} != {size}")
         stats[name] = st
     verified = _read_verified(folder)
-    records = {name: _verified_record(stats[name], table[name][1]) for name in table}
-    stale = [name for name in table if rehash or verified.get(name) != records[name]]
-    for name in stale:
-        big = stats[name].st_size > 64 * 1024 * 1024
-        if big and not rehash:
-            _say(f"verifying {name} in {folder} (changed since it was last verified)", progress)
+    crcs = _read_verified(folder, _CRC_NAME)
+    records: dict[str, Any] = {}
+    new_crcs: dict[str, Any] = {}
+    for name, (_, digest) in table.items():
+        st, path = stats[name], folder / name
+        current = _verified_record(st, digest)
+        old = crcs.get(name) if isinstance(crcs.get(name), dict) else {}
+        crc = old.get("crc32") if {k: old.get(k) for k in current} == current else None
+        known = (
+            verified.get(name) == current
+            and isinstance(crc, list)
+            and bool(crc)
+            and all(isinstance(c, int) for c in crc)
+        )
+        big = st.st_size > 64 * 1024 * 1024
+        checked_at = old.get("checked") if crc is not None else None
         try:
-            actual = _sha256_file(
-                folder / name, progress=progress and big, desc=f"verifying {name}"
-            )
+            if rehash or not known:  # changed since it was verified, or never verified
+                if big and not rehash:
+                    _say(
+                        f"verifying {name} in {folder} (changed since it was last verified)",
+                        progress,
+                    )
+                actual, crc = _file_digests(
+                    path, progress=progress and big, desc=f"verifying {name}"
+                )
+                if actual != digest:
+                    return _damaged(
+                        f"{name}: SHA-256 {actual[:16]}... != recorded {digest[:16]}..."
+                    )
+                checked_at = _content_checked(st)
+            elif _content_check_due(st, checked_at):  # same size and mtime: read the bytes
+                now = _crc32_file(path)
+                if now != crc:
+                    block = next(
+                        (i for i, (a, b) in enumerate(zip(now, crc, strict=False)) if a != b), 0
+                    )
+                    where = _CRC_BLOCK * block
+                    return _damaged(
+                        f"{name}: its content changed since it was verified (CRC-32 of the "
+                        f"{_CRC_BLOCK >> 20} MiB block at byte {where} differs) although its size "
+                        "and mtime did not: bit rot or an in-place edit"
+                    )
+                checked_at = _content_checked(st)
         except OSError as err:
             return _damaged(f"{name}: unreadable ({err})")
-        if actual != table[name][1]:
-            return _damaged(
-                f"{name}: SHA-256 {actual[:16]}... != recorded {table[name][1][:16]}..."
-            )
-    if stale or set(verified) != set(records):
-        with contextlib.suppress(OSError):
+        records[name] = current
+        new_crcs[name] = {**current, "crc32": crc}
+        if st.st_size >= _BIG_FILE and checked_at is not None:
+            new_crcs[name]["checked"] = checked_at
+    with contextlib.suppress(OSError):
+        if records != verified:
             _write_verified(folder, records)
+        if new_crcs != crcs:
+            _write_verified(folder, new_crcs, _CRC_NAME)
     return _CacheState("ready")
 
 
@@ -354,7 +439,11 @@ def _discard(folder: Path) -> None:
         raise ModelIntegrityError(
             f"cannot move the damaged cache entry {folder} out of the way ({err}); delete it"
         ) from err
-    shutil.rmtree(aside, ignore_errors=True)
+    if aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:  # an entry that is a file (or a link): rmtree cannot remove it
+        with contextlib.suppress(OSError):
+            aside.unlink()
 
 
 def _say(message: str, progress: bool) -> None:
@@ -451,6 +540,55 @@ def _sha256_file(path: Path, *, progress: bool = False, desc: str | None = None)
             digest.update(chunk)
             bar.update(len(chunk))
     return digest.hexdigest()
+
+
+_CRC_BLOCK = 256 * 1024 * 1024  # the content check hashes blocks of this size in parallel
+
+
+def _file_digests(
+    path: Path, *, progress: bool = False, desc: str | None = None
+) -> tuple[str, list[int]]:
+    """SHA-256 (hex) and the CRC-32 of every ``_CRC_BLOCK`` block of a file, in one read."""
+    digest, crcs, crc, in_block = hashlib.sha256(), [], 0, 0
+    with (
+        path.open("rb") as handle,
+        _tqdm(progress, total=path.stat().st_size, desc=desc or f"sha256 {path.name}") as bar,
+    ):
+        while chunk := handle.read(_CHUNK):  # _CHUNK divides _CRC_BLOCK: blocks stay aligned
+            digest.update(chunk)
+            crc = zlib.crc32(chunk, crc)
+            in_block += len(chunk)
+            if in_block == _CRC_BLOCK:
+                crcs.append(crc)
+                crc, in_block = 0, 0
+            bar.update(len(chunk))
+    if in_block or not crcs:
+        crcs.append(crc)
+    return digest.hexdigest(), crcs
+
+
+def _crc32_block(path: Path, start: int) -> int:
+    crc, left = 0, _CRC_BLOCK
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with path.open("rb", buffering=0) as handle:
+        handle.seek(start)
+        while left and (n := handle.readinto(view[: min(_CHUNK, left)])):
+            crc = zlib.crc32(view[:n], crc)  # releases the GIL: blocks hash in parallel
+            left -= n
+    return crc
+
+
+def _crc32_file(path: Path) -> list[int]:
+    """The CRC-32 of every block of a file (about 0.5 s of CPU per GB; blocks are hashed on up
+    to 4 threads, so a 7 GB file takes a fraction of that in wall-clock time)."""
+    starts = list(range(0, max(path.stat().st_size, 1), _CRC_BLOCK))
+    if len(starts) == 1:
+        return [_crc32_block(path, 0)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1, len(starts))) as pool:
+        return list(pool.map(lambda start: _crc32_block(path, start), starts))
 
 
 def _natural_key(text: str) -> tuple[Any, ...]:
@@ -668,10 +806,10 @@ def _probe_logits(model: PreTrainedModel) -> torch.Tensor:
 
 def _write_cache_files(
     folder: Path, model: PreTrainedModel, tokenizer: Any, meta: dict, *, progress: bool = False
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the cache files, then ``specviz.json`` with the size and SHA-256 of every file.
 
-    Returns the ``.verified.json`` records of the files just hashed.
+    Returns the ``.verified.json`` records of the files just hashed, and their CRC-32 records.
     """
     from safetensors.torch import save_file
 
@@ -684,21 +822,26 @@ def _write_cache_files(
         raise ModelIntegrityError(f"GGUF leftovers in the cached config: {config_text}")
     files: dict[str, Any] = {}
     records: dict[str, Any] = {}
+    crcs: dict[str, Any] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         name = path.relative_to(folder).as_posix()
-        if name in (_META_NAME, _VERIFIED_NAME):
+        if name in (_META_NAME, _VERIFIED_NAME, _CRC_NAME):
             continue
         _fsync_file(path)
         st = path.stat()
-        digest = _sha256_file(path, progress=progress and st.st_size > 64 * 1024 * 1024)
+        digest, crc = _file_digests(path, progress=progress and st.st_size > 64 * 1024 * 1024)
         files[name] = {"size": st.st_size, "sha256": digest}
         records[name] = _verified_record(st, digest)
+        crcs[name] = {**records[name], "crc32": crc}
+        checked = _content_checked(st)
+        if st.st_size >= _BIG_FILE:
+            crcs[name]["checked"] = checked
     meta = {**meta, "cache_format": _CACHE_FORMAT, "files": files}
     with (folder / _META_NAME).open("w", encoding="utf-8") as handle:
         handle.write(json.dumps(meta, indent=2, sort_keys=True))
         handle.flush()
         os.fsync(handle.fileno())
-    return records
+    return records, crcs
 
 
 def _fsync_file(path: Path) -> None:
@@ -746,12 +889,13 @@ def _build_cache(spec: BuiltinModel, dest: Path, progress: bool) -> Path:
             "gguf_sha256": spec.sha256,
             "dequantize_seconds": round(seconds, 1),
         }
-        records = _write_cache_files(tmp, model, tokenizer, meta, progress=progress)
+        records, crcs = _write_cache_files(tmp, model, tokenizer, meta, progress=progress)
         del model
         gc.collect()
         _verify_cache(tmp, reference, progress)
         # the files were hashed a moment ago: the first load needs no second hash
         _write_verified(tmp, records)
+        _write_verified(tmp, crcs, _CRC_NAME)
         _fsync_dir(tmp)
         _publish(tmp, dest)
     finally:
@@ -902,6 +1046,40 @@ def _resolve(name_or_path: str, source: str, progress: bool) -> _Location:
     return _Location(name_or_path, local_only=source == "local" or _hub_offline(), hub=True)
 
 
+# Files a transformers tokenizer can be built from (one is enough).
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "vocab.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tiktoken.model",
+)
+
+
+def _check_folder(location: _Location, what: str) -> None:
+    """A local folder (not a built-in cache, hub name or GGUF file) must hold what is asked
+    of it: ``config.json`` for a model, tokenizer files for a tokenizer."""
+    if location.hub or location.builtin is not None or location.gguf_file:
+        return
+    folder = Path(location.path)
+    if what == "model" and not (folder / "config.json").is_file():
+        listed = sorted(p.name for p in folder.iterdir())[:8] if folder.is_dir() else []
+        raise FileNotFoundError(
+            f"{folder} is not a model folder: it has no config.json (it holds "
+            f"{', '.join(listed) or 'nothing'}); pass a folder saved with save_pretrained, a "
+            f".gguf file or a built-in name ({_builtin_names()})"
+        )
+    if what == "tokenizer" and not any((folder / n).is_file() for n in _TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{folder} has no tokenizer files (none of {', '.join(_TOKENIZER_FILES[:4])}, ...): "
+            "save the tokenizer next to the weights (tokenizer.save_pretrained(folder)), or load "
+            "the model with load_model and the tokenizer from where it lives"
+        )
+
+
 @contextlib.contextmanager
 def _explain_hub_failure(name: str) -> Iterator[None]:
     """Turn transformers' generic OSError for a hub name into one that says what to do."""
@@ -951,6 +1129,7 @@ def load_model(
         raise ValueError("keep_dense=False frees the dense weights after packing: pass packed=True")
     torch_dtype = resolve_dtype(dtype)
     location = _resolve(name_or_path, source, progress)
+    _check_folder(location, "model")
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if location.local_only:
         kwargs["local_files_only"] = True
@@ -980,6 +1159,7 @@ def load_tokenizer(name_or_path: str, *, source: Source = "auto", progress: bool
     from transformers import AutoTokenizer
 
     location = _resolve(name_or_path, source, progress)
+    _check_folder(location, "tokenizer")
     kwargs: dict[str, Any] = {}
     if location.local_only:
         kwargs["local_files_only"] = True

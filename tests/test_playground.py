@@ -191,3 +191,24 @@ def test_acceptance_text_counts_and_wilson_interval():
     assert all(x != x for x in W.acceptance_interval(0, 0))  # nan: no trials
     with pytest.raises(ValueError):
         W.acceptance_text(3, 2)
+
+
+def test_bad_models_and_settings_are_named(models):
+    """Issue 28 (C20): the Python API names what is wrong instead of unpacking errors, and a
+    seed the seed box cannot hold is refused rather than clamped at the next Run."""
+    for bad in ((models.target,), None, (models.target, models.draft, models.tokenizer)):
+        with pytest.raises(TypeError, match=r"needs the models: a \(target, draft\) pair"):
+            W.PromptPlayground(bad, models.tokenizer, run=False)
+    pg = make(models, run=False)
+    assert pg.run(prompt=123) is None
+    assert "the prompt must be text (a string), got int 123" in pg.error
+    assert pg.run(seed=2**40) is None
+    assert (
+        f"seed must be an integer >= 0 and <= {2**31 - 1} (what the seed box holds), got {2**40}"
+        in pg.error
+    )
+    # legal: a numpy seed, the largest seed the box holds
+    import numpy as np
+
+    assert pg.run(seed=np.int64(5)) is not None and pg.seed_box.value == 5
+    assert pg.run(seed=2**31 - 1) is not None and pg.seed_box.value == 2**31 - 1

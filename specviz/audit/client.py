@@ -56,6 +56,52 @@ class IncompleteResult(AuditError):
     """A response arrived but is not a whole completion (never counted as a sample)."""
 
 
+class MalformedAnswer(IncompleteResult):
+    """A response whose JSON does not have the shape the OpenAI API gives it (retried like
+    an incomplete one: a proxy or an overloaded server can send garbage once)."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _malformed(ep: Endpoint, where: str, field: str, got: Any, expected: str) -> MalformedAnswer:
+    return MalformedAnswer(
+        f"{ep.name} ({ep.base_url}): malformed answer to {where}: {field} is {_show(got)}, "
+        f"expected {expected}"
+    )
+
+
+def _json(resp: httpx.Response, ep: Endpoint, where: str) -> Any:
+    try:
+        return resp.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise MalformedAnswer(
+            f"{ep.name} ({ep.base_url}): the answer to {where} is not JSON: {_show(resp.text[:200])}"
+        ) from err
+
+
+def _number(value: Any) -> float | None:
+    """A logprob: a JSON number (None -> NaN, checked later); anything else is None."""
+    if value is None:
+        return math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """A token count: a non-negative JSON integer (or None when absent)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    raise ValueError(value)
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One server configuration. ``base_url`` is the part before ``/v1``.
@@ -117,6 +163,7 @@ class Completion:
     # the engine's own per-response draft counts, when it reports them (llama.cpp timings)
     draft_tokens: int | None = None
     draft_accepted: int | None = None
+    completion_tokens: int | None = None  # the server's usage count, when it reports one
 
 
 @dataclass(frozen=True)
@@ -221,9 +268,22 @@ async def _with_retries(fn, ep: Endpoint, retries: int, backoff: float):
 
 async def list_models(client: httpx.AsyncClient, ep: Endpoint, retries: int = 0) -> list[str]:
     async def go() -> list[str]:
-        resp = await client.get(ep.url("models"))
+        url = ep.url("models")
+        resp = await client.get(url)
         _raise_for_status(resp, ep)
-        return [m["id"] for m in resp.json().get("data", [])]
+        data = _json(resp, ep, f"GET {url}")
+        entries = data.get("data", []) if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise _malformed(ep, f"GET {url}", "data", data, "an object with a 'data' list")
+        ids = []
+        for i, m in enumerate(entries):
+            mid = m.get("id") if isinstance(m, dict) else None
+            if not isinstance(mid, str):
+                raise _malformed(
+                    ep, f"GET {url}", f"data[{i}].id", m, "a model entry with an 'id' string"
+                )
+            ids.append(mid)
+        return ids
 
     return await _with_retries(go, ep, retries, 0.5)
 
@@ -262,30 +322,81 @@ def _draft_counts(data: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def _logprob_lists(lp: Any) -> tuple[tuple[str, ...], tuple, tuple] | None:
-    """(pieces, logprobs, top alternatives) from either response shape; None if absent."""
+    """(pieces, logprobs, top alternatives) from either response shape; None if absent.
+    A present but malformed field raises ``ValueError((field, value, expected))``."""
     if not isinstance(lp, dict):
         return None
     content = lp.get("content")
     if isinstance(content, list):  # chat shape (also llama-server's /v1/completions)
         tokens, values, tops = [], [], []
-        for item in content:
+        for i, item in enumerate(content):
+            where = f"logprobs.content[{i}]"
             if not isinstance(item, dict):
-                return None
-            tokens.append(str(item.get("token", "")))
-            v = item.get("logprob")
-            values.append(float("nan") if v is None else float(v))
+                raise ValueError((where, item, "an object {token, logprob, top_logprobs}"))
+            token, v = item.get("token", ""), _number(item.get("logprob"))
+            if not isinstance(token, str):
+                raise ValueError((f"{where}.token", token, "a string piece"))
+            if v is None:
+                raise ValueError((f"{where}.logprob", item.get("logprob"), "a number"))
+            tokens.append(token)
+            values.append(v)
             top: dict[str, float] = {}
-            for alt in item.get("top_logprobs") or []:
-                if isinstance(alt, dict) and alt.get("logprob") is not None:
-                    top.setdefault(str(alt.get("token", "")), float(alt["logprob"]))
+            alts = item.get("top_logprobs") or []
+            if not isinstance(alts, list):
+                raise ValueError((f"{where}.top_logprobs", alts, "a list of {token, logprob}"))
+            for j, alt in enumerate(alts):
+                if not isinstance(alt, dict):
+                    raise ValueError(
+                        (f"{where}.top_logprobs[{j}]", alt, "an object {token, logprob}")
+                    )
+                if alt.get("logprob") is None:
+                    continue
+                a = _number(alt["logprob"])
+                if a is None or not isinstance(alt.get("token", ""), str):
+                    raise ValueError(
+                        (f"{where}.top_logprobs[{j}]", alt, "a string token and a number")
+                    )
+                top.setdefault(alt.get("token", ""), a)
             tops.append(top)
         return tuple(tokens), tuple(values), tuple(tops)
+    if content is not None:
+        raise ValueError(("logprobs.content", content, "a list"))
     if lp.get("tokens") is None or lp.get("token_logprobs") is None:
         return None
-    tokens = tuple(str(t) for t in lp["tokens"])
-    values = tuple(float("nan") if v is None else float(v) for v in lp["token_logprobs"])
-    top_raw = lp.get("top_logprobs") or [{}] * len(tokens)
-    return tokens, values, tuple(dict(t or {}) for t in top_raw)
+    raw_tokens, raw_values = lp["tokens"], lp["token_logprobs"]
+    if not isinstance(raw_tokens, list) or not all(isinstance(t, str) for t in raw_tokens):
+        bad = next((t for t in raw_tokens if not isinstance(t, str)), raw_tokens) if isinstance(
+            raw_tokens, list) else raw_tokens  # fmt: skip
+        raise ValueError(("logprobs.tokens", bad, "a list of string pieces"))
+    values = tuple(_number(v) for v in raw_values) if isinstance(raw_values, list) else (None,)
+    if any(v is None for v in values):
+        raise ValueError(("logprobs.token_logprobs", raw_values, "a list of numbers"))
+    top_raw = lp.get("top_logprobs") or [{}] * len(raw_tokens)
+    if not isinstance(top_raw, list):
+        raise ValueError(("logprobs.top_logprobs", top_raw, "a list of {piece: logprob} objects"))
+    tops = []
+    for j, t in enumerate(top_raw):
+        t = t or {}
+        if not isinstance(t, dict) or any(
+            not isinstance(k, str) or _number(v) is None for k, v in t.items()
+        ):
+            raise ValueError((f"logprobs.top_logprobs[{j}]", t, "an object {piece: logprob}"))
+        tops.append({k: _number(v) for k, v in t.items()})
+    return tuple(raw_tokens), values, tuple(tops)
+
+
+def _usage(data: dict[str, Any]) -> int | None:
+    usage = data.get("usage")
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise ValueError(("usage", usage, "an object"))
+    try:
+        return _count(usage.get("completion_tokens"))
+    except ValueError:
+        raise ValueError(
+            ("usage.completion_tokens", usage.get("completion_tokens"), "an integer >= 0")
+        ) from None
 
 
 def _choice_text(choice: dict[str, Any]) -> str | None:
@@ -319,6 +430,7 @@ def parse_completion(
     seconds: float,
     *,
     need_logprobs: bool = True,
+    request: str = "the completion request",
 ) -> Completion:
     """Validate one non-streamed answer (completions or chat shape); raise IncompleteResult if
     any part is missing.
@@ -338,6 +450,19 @@ def parse_completion(
         choice = data["choices"][0]
     except (KeyError, IndexError, TypeError) as err:
         raise IncompleteResult(f"{ep.name}: answer without choices: {str(data)[:200]}") from err
+    if not isinstance(choice, dict):
+        raise _malformed(ep, request, "choices[0]", choice, "an object")
+    try:
+        return _parse_choice(data, choice, ep, max_tokens, seconds, need_logprobs)
+    except ValueError as err:
+        if isinstance(err, AuditError) or not (isinstance(err.args[0], tuple)):
+            raise
+        field, got, expected = err.args[0]
+        where = field if field.startswith("usage") else f"choices[0].{field}"
+        raise _malformed(ep, request, where, got, expected) from None
+
+
+def _parse_choice(data, choice, ep, max_tokens, seconds, need_logprobs) -> Completion:
     finish = choice.get("finish_reason")
     if finish not in ("stop", "length"):
         raise IncompleteResult(f"{ep.name}: completion ended with finish_reason={finish!r}")
@@ -346,12 +471,12 @@ def parse_completion(
     if not need_logprobs:
         if text is None:
             raise IncompleteResult(f"{ep.name}: completion without text")
-        used = (data.get("usage") or {}).get("completion_tokens")
-        if finish == "length" and used is not None and int(used) != max_tokens:
+        used = _usage(data)
+        if finish == "length" and used is not None and used != max_tokens:
             raise IncompleteResult(
                 f"{ep.name}: finish_reason='length' with {used} tokens, asked {max_tokens}"
             )
-        return Completion(text, split_text(text), (), (), finish, seconds, *draft)
+        return Completion(text, split_text(text), (), (), finish, seconds, *draft, used)
     parsed = _logprob_lists(choice.get("logprobs"))
     if parsed is None:
         raise AuditError(
@@ -363,10 +488,10 @@ def parse_completion(
     tokens, logprobs, top = parsed
     if len(logprobs) != len(tokens) or len(top) != len(tokens):
         raise IncompleteResult(f"{ep.name}: {len(tokens)} tokens but {len(logprobs)} logprobs")
-    used = (data.get("usage") or {}).get("completion_tokens")
+    used = _usage(data)
     # llama-server merges the pieces of a character split across tokens into one logprob
     # entry; the usage count says whether the completion is whole
-    merged = used is not None and int(used) == max_tokens and len(tokens) < max_tokens
+    merged = used is not None and used == max_tokens and len(tokens) < max_tokens
     if len(tokens) > max_tokens or (
         finish == "length" and len(tokens) != max_tokens and not merged
     ):
@@ -375,7 +500,7 @@ def parse_completion(
         )
     if any(not math.isfinite(v) for v in logprobs):
         raise IncompleteResult(f"{ep.name}: non-finite logprob in {logprobs}")
-    return Completion(text or "", tokens, logprobs, top, finish, seconds, *draft)
+    return Completion(text or "", tokens, logprobs, top, finish, seconds, *draft, used)
 
 
 async def complete(
@@ -418,7 +543,12 @@ async def complete(
         except json.JSONDecodeError as err:
             raise IncompleteResult(f"{ep.name}: answer is not JSON: {resp.text[:200]}") from err
         return parse_completion(
-            data, ep, max_tokens, time.perf_counter() - t0, need_logprobs=logprobs is not None
+            data,
+            ep,
+            max_tokens,
+            time.perf_counter() - t0,
+            need_logprobs=logprobs is not None,
+            request=f"POST {ep.url(path)}",
         )
 
     return await _with_retries(go, ep, retries, backoff)
@@ -453,6 +583,8 @@ async def stream(
         stream=True,
     )
 
+    request = f"POST {ep.url(path)} (streamed)"
+
     async def go() -> StreamTiming:
         t0 = time.perf_counter()
         times: list[float] = []
@@ -473,12 +605,20 @@ async def stream(
                     if payload == "[DONE]":
                         done = True
                         break
-                    chunk = json.loads(payload)
+                    chunk = _stream_chunk(payload, ep, request, len(times))
                     if chunk.get("usage"):
-                        usage_tokens = chunk["usage"].get("completion_tokens")
+                        try:
+                            usage_tokens = _usage(chunk)
+                        except ValueError as err:
+                            field, got, expected = err.args[0]
+                            raise _malformed(ep, request, field, got, expected) from None
                     if "timings" in chunk:
                         draft = _draft_counts(chunk)
                     for choice in chunk.get("choices") or []:
+                        if not isinstance(choice, dict):
+                            raise _malformed(
+                                ep, request, "a chunk's choices[0]", choice, "an object"
+                            )
                         delta = choice.get("delta")
                         piece = (
                             delta.get("content") if isinstance(delta, dict) else choice.get("text")
@@ -498,10 +638,26 @@ async def stream(
             )
         if not times:
             raise IncompleteResult(f"{ep.name}: stream carried no tokens")
-        n = int(usage_tokens) if usage_tokens else len(times)
+        n = usage_tokens if usage_tokens else len(times)
         return StreamTiming(times[0], tuple(times), n, total, finish, *draft)
 
     return await _with_retries(go, ep, retries, backoff)
+
+
+def _stream_chunk(payload: str, ep: Endpoint, request: str, seen: int) -> dict[str, Any]:
+    """One ``data:`` line of a stream as a JSON object (or MalformedAnswer)."""
+    try:
+        chunk = json.loads(payload)
+    except json.JSONDecodeError:
+        raise MalformedAnswer(
+            f"{ep.name} ({ep.base_url}): malformed answer to {request}: the data line after "
+            f"{seen} token chunk(s) is not JSON: {_show(payload[:200])}"
+        ) from None
+    if not isinstance(chunk, dict):
+        raise _malformed(ep, request, "a data line", chunk, "a JSON object")
+    if not isinstance(chunk.get("choices") or [], list):
+        raise _malformed(ep, request, "choices", chunk["choices"], "a list")
+    return chunk
 
 
 async def preflight(
@@ -547,7 +703,7 @@ async def preflight(
                 info[ep.name] = {"models": models, "probe_text": c.text}
                 firsts.append({c.text: 0.0})
                 continue
-            if not c.top[0]:
+            if not c.top or not c.top[0]:
                 raise AuditError(f"{ep.name} returned no top_logprobs; the audit needs them")
             info[ep.name] = {"models": models, "probe_top": c.top[0]}
             firsts.append(c.top[0])

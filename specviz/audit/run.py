@@ -68,6 +68,7 @@ from .client import AuditError, Completion, Endpoint, complete, preflight, strea
 from .config import _SEED_ARM, _SEED_PROMPT, ARMS, AuditConfig
 from .counters import EngineCounters, EngineSnapshot, counter_delta, fetch_snapshot
 from .counters import response_counters as _response_counters
+from .rawfile import load_raw
 from .report import AuditReport
 
 __all__ = ["AuditConfig", "AuditReport", "AuditError", "Endpoint", "audit", "run_audit"]
@@ -85,31 +86,13 @@ class _Raw:
     greedy: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, path: Path | None, key: str) -> _Raw:
+    def open(cls, path: Path | None, key: str, cfg: AuditConfig | None = None) -> _Raw:
         raw = cls(path)
         if path is None:
             return raw
         if path.exists() and path.stat().st_size:
-            with path.open(encoding="utf-8") as f:
-                lines = f.readlines()
-            head = json.loads(lines[0])
-            if head.get("kind") != "header" or head.get("key") != key:
-                raise AuditError(
-                    f"{path} holds results of an audit with different prompts, sampling "
-                    "settings or endpoints; use another --out folder (or delete the file)"
-                )
-            for i, line in enumerate(lines[1:], start=2):
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    # A crash mid-write leaves a truncated last line: drop it (it is redone).
-                    if i == len(lines):
-                        continue
-                    raise AuditError(f"{path}:{i} is not valid JSON") from None
+            for rec in load_raw(path, key, cfg):  # damaged lines are set aside and redone
                 raw._index(rec)
-            # Rewrite without a truncated tail so appends start on a clean line.
-            if not lines[-1].endswith("\n"):
-                path.write_text("".join(lines[:-1]), encoding="utf-8")
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"kind": "header", "key": key}) + "\n", encoding="utf-8")
@@ -142,6 +125,7 @@ def _record(kind: str, arm: str, prompt: int, index: int, seed: int | None, c: C
         "seconds": round(c.seconds, 5),
         "draft_n": c.draft_tokens,
         "draft_n_accepted": c.draft_accepted,
+        "completion_tokens": c.completion_tokens,
         # tokens whose logprob came without the requested alternatives: the server did not
         # compute it (llama.cpp's speculative path reports 0.0 for them)
         "unreported": sum(1 for t in c.top if not t) if c.logprobs else 0,
@@ -577,7 +561,7 @@ async def run_audit(
     eps = {"a": a, "b": b}
     info = await preflight(a, b, cfg.prompts[0], need_logprobs=cfg.outcome == "tokens", api=cfg.api)
     out = Path(out_dir) if out_dir is not None else None
-    raw = _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(a, b))
+    raw = _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(a, b), cfg)
     # Greedy margins need top-2 logprobs; ask for them whenever both servers give them.
     greedy_lp = all("probe_top" in info[e.name] for e in (a, b))
     counters = _Counters()

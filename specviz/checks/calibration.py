@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..core.args import check_int
+from ..decoding.inputs import check_probability
 from .consistency import consistency_check
 
 __all__ = ["CheckCalibration", "calibrate_check"]
@@ -77,8 +79,11 @@ def calibrate_check(
     import pandas as pd
     from scipy import stats as st
 
+    replicates = check_int("replicates", replicates, 1)
+    test_alpha = check_probability("test_alpha", test_alpha)
+    seed = check_int("seed", seed, 0)
     t0 = time.perf_counter()
-    alpha = float(check.get("alpha", 0.01))
+    alpha = check_probability("alpha", check.get("alpha", 0.01))
     rng = np.random.default_rng(seed)
     pvalues: dict[tuple[int, str], list[float]] = {}
     alarms = 0

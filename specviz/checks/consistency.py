@@ -36,6 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.args import check_flag
 from ..core.runners import vocab_size_of
 from ..core.sampling import SamplingParams
 from ..decoding.batched import (
@@ -89,7 +90,12 @@ class ConsistencyReport:
     def summary(self) -> str:
         worst = self.tests.sort_values("holm").iloc[0]
         outcome = self.outcome
-        if outcome == "inconclusive":
+        if outcome == "inconclusive" and not math.isfinite(self.min_detectable_tv):
+            outcome = (
+                "inconclusive (no test rejected, and no first-token TV is detectable at this "
+                f"sample size; tv_threshold={self.tv_threshold})"
+            )
+        elif outcome == "inconclusive":
             outcome = (
                 f"inconclusive (no test rejected, but these samples could not see a first-token "
                 f"TV below {self.min_detectable_tv:.3g}; tv_threshold={self.tv_threshold})"
@@ -166,10 +172,9 @@ def consistency_check(
     fixed-n check's, in its order."""
     import pandas as pd
 
-    if not do_sample:
+    if not check_flag("do_sample", do_sample):
         raise ValueError("consistency_check compares sampled outputs; use greedy_check for greedy")
-    if sequential is not True and sequential is not False:
-        raise TypeError(f"sequential must be True or False, got {sequential!r}")
+    sequential = check_flag("sequential", sequential)
     if n_samples is None and not sequential:
         raise TypeError(
             "consistency_check needs n_samples (samples per arm); only sequential=True may "
@@ -178,13 +183,20 @@ def consistency_check(
     check_settings(
         n_samples=2 if n_samples is None else n_samples, alpha=alpha, batch_size=batch_size
     )
+    if n_samples is not None:
+        n_samples = check_count("n_samples", n_samples, 2)
+    batch_size = int(batch_size)
     if sequential:
         stats.check_sequential_settings(
             alpha=alpha, tv_tolerance=tv_tolerance, cap=n_samples, batch=batch_size
         )
-    check_count("max_new_tokens", max_new_tokens, 1)
+    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 1)
     check_count("n_boot", n_boot, 1)
     check_probability("tv_threshold", tv_threshold)
+    seed = check_count("seed", seed, 0)  # arms use seed .. seed + 10**9 + n_samples
+    if seed > 2**62:
+        raise ValueError(f"seed must be an integer in [0, 2**62], got {seed}")
+    check_flag("progress", progress)
     SamplingParams(True, temperature, top_k, top_p)  # refuse bad settings before sampling
     get_verifier(verifier, greedy=False)
     id_lists = prompt_ids(prompts, tokenizer, vocab_size_of(target))

@@ -10,9 +10,13 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.args import check_real
 from ..core.runners import vocab_size_of
-from ..decoding.inputs import check_count
-from ..decoding.serial import autoregressive_generate, speculative_generate
+from ..decoding.inputs import check_count, check_vocab, eos_set
+from ..decoding.serial import autoregressive_generate, policy_drafter, speculative_generate
+from ..drafting.model import as_drafter
+from ..drafting.policies import as_policy
+from ..verification.base import get_verifier
 from .report import prompt_ids
 
 __all__ = ["GreedyReport", "greedy_check"]
@@ -90,9 +94,13 @@ def greedy_check(
     """Greedy speculative vs plain greedy decoding, prompt by prompt, with the logit margin
     at the first divergence (a near tie means numerics, a clear margin means a bug)."""
     check_count("max_new_tokens", max_new_tokens, 1)
-    if isinstance(near_tie, bool) or not isinstance(near_tie, (int, float)) or near_tie < 0:
-        raise ValueError(f"near_tie must be a number >= 0, got {near_tie!r}")
-    id_lists = prompt_ids(prompts, tokenizer, vocab_size_of(target))
+    near_tie = check_real("near_tie", near_tie, low=0.0)
+    vocab = vocab_size_of(target)
+    id_lists = prompt_ids(prompts, tokenizer, vocab)
+    # everything the speculative runs would refuse, refused before the first baseline runs
+    spec = get_verifier(verifier, greedy=True)
+    check_vocab(vocab, policy_drafter(as_drafter(draft, mode=spec.draft_mode), as_policy(gamma)))
+    eos_set(eos_token_id, vocab)
     specs, refs, margins = [], [], []
     for ids in tqdm(id_lists, desc="greedy", disable=not progress):
         kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .args import as_int, check_flag
+
 __all__ = ["SamplingParams", "logits_to_probs", "sample", "sample_with_uniform", "check_logits"]
 
 
@@ -31,28 +33,53 @@ class SamplingParams:
     top_p: float | None = None
 
     def __post_init__(self) -> None:
+        # a string flag ("False") would read as true; numpy / 0-d tensor numbers become Python's
+        object.__setattr__(self, "do_sample", check_flag("do_sample", self.do_sample))
+        t = self.temperature
+        if isinstance(t, (bool, str)) or as_number(t) is None:
+            raise ValueError(
+                f"temperature must be a number (> 0 when do_sample=True), got "
+                f"{type(t).__name__} {t!r}"
+            )
+        object.__setattr__(self, "temperature", as_number(t))
         if self.do_sample:
             t = self.temperature
-            if not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            if not math.isfinite(t) or t <= 0:
                 raise ValueError(
                     f"temperature must be a finite number > 0 when do_sample=True, got {t!r} "
                     "(use do_sample=False for greedy decoding)"
                 )
-        if self.top_k is not None and (
-            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
-        ):
-            # transformers reads top_k=0 as "off"; we refuse it so "off" is spelled None.
-            raise ValueError(
-                f"top_k must be an integer >= 1 or None (no top-k), got {self.top_k!r}"
-            )
+        if self.top_k is not None:
+            k = as_int(self.top_k)
+            if k is None or k < 1:
+                # transformers reads top_k=0 as "off"; we refuse it so "off" is spelled None.
+                raise ValueError(
+                    f"top_k must be an integer >= 1 or None (no top-k), got {self.top_k!r}"
+                )
+            object.__setattr__(self, "top_k", k)
         if self.top_p is not None:
             p = self.top_p
-            if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 < p <= 1.0):
+            v = None if isinstance(p, (bool, str)) else as_number(p)
+            if v is None or not (0.0 < v <= 1.0):
                 raise ValueError(f"top_p must be in (0, 1], got {p!r}")
+            object.__setattr__(self, "top_p", v)
 
     @property
     def is_greedy(self) -> bool:
         return not self.do_sample
+
+
+def as_number(x: object) -> float | int | None:
+    """A real number (int, float, numpy number, 0-d tensor) as a Python int or float."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, float):
+        return float(x)
+    if getattr(x, "shape", None) == () and hasattr(x, "item"):
+        v = x.item()  # type: ignore[attr-defined]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+    return None
 
 
 def check_logits(logits: torch.Tensor, who: str) -> None:

@@ -217,7 +217,8 @@ class Trace:
         failure) whatever was there before -- never a partial file. The format is strict
         JSON: NaN is written as ``null`` and +-infinity as the strings ``"inf"`` /
         ``"-inf"``; :meth:`load` turns both back into floats in every float field of
-        :class:`Step` and :class:`DraftPosition` (in ``meta`` they stay ``None`` / strings).
+        :class:`Step` and :class:`DraftPosition` (in ``meta`` they stay ``None`` / strings;
+        a set in ``meta`` is written, and read back, as a sorted list).
         Parquet and other table formats are not written here: use
         ``trace.to_dataframe().to_parquet(path)``.
         """
@@ -306,7 +307,13 @@ class Trace:
                 f"{path}: truncated trace file: no end record after {len(steps)} step(s) "
                 f"(the file is incomplete, e.g. from an interrupted save or copy)"
             )
-        return cls(tuple(steps), header.get("meta", {}))
+        meta = header.get("meta", {})
+        if not isinstance(meta, dict):
+            raise TraceFormatError(
+                f"{path}: line 1: the header's meta is {type(meta).__name__} {meta!r}, expected "
+                "a JSON object"
+            )
+        return cls(tuple(steps), meta)
 
 
 # Suffixes of table/binary/compressed formats: a JSON Lines trace must not be saved under them.
@@ -393,7 +400,61 @@ def _to_float(v: Any) -> Any:
     return v
 
 
+_KINDS = {
+    "final_kind": ("corrected", "bonus", "target"),
+    "emitted_kind": ("accepted", "corrected", "bonus", "discarded"),
+    "status": ("accepted", "rejected", "unvisited"),
+}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_fields(cls: type, d: Any, where: str) -> None:
+    """Every field of a step / position / node record has its declared type (checked when
+    read, so a damaged file fails here and not later in ``summary()``)."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} is a {type(d).__name__}, not a JSON object")
+    for f in dataclasses.fields(cls):
+        if f.name not in d:
+            continue
+        v, t = d[f.name], f.type
+        if t == "int":
+            ok = isinstance(v, int) and not isinstance(v, bool)
+        elif t == "float":
+            ok = _is_number(v) or v is None or v in (_INF, _NEG_INF)
+        elif t == "bool":
+            ok = isinstance(v, bool)
+        elif t == "str":
+            ok = isinstance(v, str)
+        elif t == "tuple[int, ...]":
+            ok = isinstance(v, list) and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v
+            )
+        elif t == "tuple[float, ...]":
+            ok = isinstance(v, list) and all(
+                _is_number(x) or x is None or x in (_INF, _NEG_INF) for x in v
+            )
+        else:  # nested records, checked by their own reader
+            ok = isinstance(v, list)
+        if not ok:
+            want = {
+                "tuple[int, ...]": "a list of integers",
+                "tuple[float, ...]": "a list of numbers",
+            }.get(t, t if t in ("int", "float", "bool", "str") else "a list of records")
+            raise ValueError(f"{where} field {f.name!r} is {v!r}, expected {want}")
+        if f.name in _KINDS and v not in _KINDS[f.name]:
+            raise ValueError(f"{where} field {f.name!r} is {v!r}, expected one of {_KINDS[f.name]}")
+
+
 def _step_from_dict(d: dict[str, Any], version: int = TRACE_VERSION) -> Step:
+    _check_fields(Step, d, "the step")
+    for name in ("step", "position", "drafted", "accepted"):
+        if name in d and d[name] < 0:
+            raise ValueError(f"the step field {name!r} is {d[name]}, expected >= 0")
+    if "accepted" in d and "drafted" in d and d["accepted"] > d["drafted"]:
+        raise ValueError(f"the step accepts {d['accepted']} of {d['drafted']} drafts")
     positions = tuple(_position_from_dict(p) for p in d.pop("positions"))
     if version < 4:  # the unused draw of a never-tested draft: no test, so no u
         positions = tuple(
@@ -410,6 +471,7 @@ def _step_from_dict(d: dict[str, Any], version: int = TRACE_VERSION) -> Step:
 
 
 def _node_from_dict(d: dict[str, Any]) -> TreeNode:
+    _check_fields(TreeNode, d, "a tree node")
     for k, v in d.items():
         if isinstance(v, list):
             d[k] = tuple(map(_to_float, v)) if k in _NODE_FLOAT_TUPLES else tuple(v)
@@ -419,6 +481,7 @@ def _node_from_dict(d: dict[str, Any]) -> TreeNode:
 
 
 def _position_from_dict(d: dict[str, Any]) -> DraftPosition:
+    _check_fields(DraftPosition, d, "a drafted position")
     for k, v in d.items():
         if isinstance(v, list):
             d[k] = tuple(map(_to_float, v)) if k in _POSITION_FLOAT_TUPLES else tuple(v)
@@ -460,6 +523,11 @@ def _sanitize(obj: Any) -> Any:
         return {_sanitize_key(k): _sanitize(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_sanitize(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):  # JSON has no sets: a sorted list (read back as one)
+        try:
+            return [_sanitize(v) for v in sorted(obj)]
+        except TypeError:
+            return [_sanitize(v) for v in sorted(obj, key=repr)]
     converted = _jsonable(obj)
     return converted if isinstance(converted, str) else _sanitize(converted)
 

@@ -36,7 +36,15 @@ from ..drafting.model import ModelDrafter, as_drafter
 from ..drafting.policies import ConstantGamma, as_policy
 from ..verification.base import get_verifier
 from .drafts import DrafterGroups, DraftSource, ModelGroups
-from .inputs import check_count, check_positions, check_vocab, eos_set, prompt_list, row_generators
+from .inputs import (
+    check_count,
+    check_models,
+    check_positions,
+    check_vocab,
+    eos_set,
+    prompt_list,
+    row_generators,
+)
 from .results import BatchResult
 from .serial import policy_drafter
 from .state import Row
@@ -108,11 +116,12 @@ def autoregressive_generate_batch(
 
     ``model_calls`` counts batched forward passes; their rows are distinct prefixes only."""
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    check_count("max_new_tokens", max_new_tokens, 0)
+    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
+    check_models(target)
     vocab = vocab_size_of(target)
     prompts = prompt_list(input_ids, num_sequences, vocab)
     check_positions(target, max(p.numel() for p in prompts), max_new_tokens)
-    eos = eos_set(eos_token_id)
+    eos = eos_set(eos_token_id, vocab)
     rows = _rows(prompts, seed, max_new_tokens, _device(target))
     decoder = Decoder(
         _target(target, len(rows)),
@@ -172,13 +181,17 @@ def speculative_generate_batch(
     """
     params = SamplingParams(do_sample, temperature, top_k, top_p)
     policy = as_policy(gamma)
-    check_count("max_new_tokens", max_new_tokens, 0)
+    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
+    check_models(target)
     vocab = vocab_size_of(target)
     prompts = prompt_list(input_ids, num_sequences, vocab)
-    check_positions(target, max(p.numel() for p in prompts), max_new_tokens)
-    eos = eos_set(eos_token_id)
+    longest = max(p.numel() for p in prompts)
+    check_positions(target, longest, max_new_tokens)
+    eos = eos_set(eos_token_id, vocab)
     spec = get_verifier(verifier, greedy=params.is_greedy)
     source = _draft_source(draft, spec.draft_mode, policy, vocab)
+    check_models(target, getattr(source, "drafter", getattr(source, "model", None)), longest,
+                 max_new_tokens)  # fmt: skip
     rows = _rows(prompts, seed, max_new_tokens, _device(target))
     decoder = Decoder(
         _target(target, len(rows)),

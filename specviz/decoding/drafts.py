@@ -30,6 +30,7 @@ class DraftSource:
 
     name = "none"
     wants_hidden = False
+    normalised = True  # q_draft rows must sum to 1 (see check_draft)
 
     def start(self, groups: list[Group], params: SamplingParams) -> None:
         pass
@@ -56,6 +57,7 @@ class DrafterGroups(DraftSource):
         self.drafter = drafter
         self.name = drafter.name
         self.wants_hidden = bool(drafter.wants_target_hidden)
+        self.normalised = bool(getattr(drafter, "normalised_q", True))
 
     def start(self, groups: list[Group], params: SamplingParams) -> None:
         for i, g in enumerate(groups):
@@ -83,15 +85,14 @@ class DrafterGroups(DraftSource):
                 out.extend(split.values())
         return out
 
-    @staticmethod
     def _propose(
-        d: Drafter, g: Group, k: int, gen: torch.Generator, vocab: int | None
+        self, d: Drafter, g: Group, k: int, gen: torch.Generator, vocab: int | None
     ) -> Draft | TreeDraft:
         prop = d.propose(g.context, k, gen)
         if isinstance(prop, TreeDraft):
-            check_tree(prop, k, vocab, d.name)
+            check_tree(prop, k, vocab, d.name, normalised=self.normalised)
         elif isinstance(prop, Draft):
-            check_draft(prop, k, vocab, d.name)
+            check_draft(prop, k, vocab, d.name, normalised=self.normalised)
         else:
             raise TypeError(
                 f"drafter {d.name!r} returned {type(prop).__name__}, not a Draft or TreeDraft"

@@ -31,7 +31,16 @@ from ..drafting.model import as_drafter
 from ..drafting.policies import ConfidenceStopDrafter, ConstantGamma, GammaPolicy, as_policy
 from ..verification.base import get_verifier
 from .drafts import DrafterGroups, DraftSource
-from .inputs import check_count, check_positions, check_vocab, eos_set, generator, prompt_tensor
+from .inputs import (
+    _is_int,
+    check_count,
+    check_models,
+    check_positions,
+    check_vocab,
+    eos_set,
+    generator,
+    prompt_tensor,
+)
 from .records import TOP_K_TRACE
 from .results import GenerationResult
 from .state import Row
@@ -55,11 +64,12 @@ def autoregressive_generate(
 ) -> GenerationResult:
     """Standard decoding: one target call per token. The baseline for everything else."""
     params = SamplingParams(do_sample, temperature, top_k, top_p)
-    check_count("max_new_tokens", max_new_tokens, 0)
+    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
+    check_models(target)
     vocab = vocab_size_of(target)
     prompt = prompt_tensor(input_ids, vocab)
     check_positions(target, prompt.numel(), max_new_tokens)
-    eos = eos_set(eos_token_id)
+    eos = eos_set(eos_token_id, vocab)
     runner = as_runner(target)
     gen, seed = generator(seed, runner.device)
     row = Row(0, gen, seed, prompt, max_new_tokens)
@@ -114,14 +124,16 @@ def speculative_generate(
     """
     params = SamplingParams(do_sample, temperature, top_k, top_p)
     policy = as_policy(gamma)
-    check_count("max_new_tokens", max_new_tokens, 0)
+    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
+    check_models(target)
     vocab = vocab_size_of(target)
     prompt = prompt_tensor(input_ids, vocab)
     check_positions(target, prompt.numel(), max_new_tokens)
-    eos = eos_set(eos_token_id)
+    eos = eos_set(eos_token_id, vocab)
     spec = get_verifier(verifier, greedy=params.is_greedy)
     drafter = policy_drafter(as_drafter(draft, mode=spec.draft_mode), policy)
     check_vocab(vocab, drafter)
+    check_models(target, drafter, prompt.numel(), max_new_tokens)
     runner = as_runner(target)
     gen, seed = generator(seed, runner.device)
     row = Row(0, gen, seed, prompt, max_new_tokens)
@@ -154,10 +166,6 @@ def speculative_generate(
         }
         tr = Trace(tuple(row.steps), meta)
     return _result(row, tr, total, plain=False)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def policy_drafter(drafter: Drafter, policy: GammaPolicy) -> Drafter:

@@ -4,7 +4,7 @@ One step (one target call for every live row)::
 
     plan     k = policy gamma, capped by what each row can still emit     (GammaPolicy)
     draft    each row's drafter proposes k tokens with q_draft            (Drafter, own caches)
-    check    draft ids in [0, V), q_draft finite and >= 0: before the target runs
+    check    draft ids in [0, V), q_draft finite, >= 0, rows summing to 1: before the target runs
     verify   one target call on [pending, x_1..x_k] per row -> p_target [G, k+1, V]
     decide   accept a prefix, then a corrected or bonus token             (verifier, per row)
     commit   cut at EOS / max_new_tokens, roll the caches back to the kept prefix,
@@ -156,7 +156,10 @@ class Decoder:
         if self.vocab is None:  # a model whose width was not known before its first call
             self.vocab = int(logits.shape[-1])
             for dg in dgs:
-                check_draft(Draft(dg.tokens, dg.q_draft), width, self.vocab, self.drafts.name)
+                d = Draft(dg.tokens, dg.q_draft)
+                check_draft(
+                    d, width, self.vocab, self.drafts.name, normalised=self.drafts.normalised
+                )
         p_all = logits if self.logits_suffice else logits_to_probs(logits, params)  # [G, m, V]
 
         verdicts = self._verify(dgs, p_all, groups)

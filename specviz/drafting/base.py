@@ -57,6 +57,10 @@ class Draft:
             raise TypeError(f"Draft.tokens must be a tensor, got {type(self.tokens).__name__}")
         if self.tokens.dim() != 1:
             raise ValueError(f"Draft.tokens must be 1-D, got shape {tuple(self.tokens.shape)}")
+        if self.q_draft is not None and not isinstance(self.q_draft, torch.Tensor):
+            raise TypeError(
+                f"Draft.q_draft must be a tensor or None, got {type(self.q_draft).__name__}"
+            )
         if self.q_draft is not None and (
             self.q_draft.dim() != 2 or self.q_draft.shape[0] != self.tokens.shape[0]
         ):
@@ -101,6 +105,13 @@ class TreeDraft:
             raise ValueError(
                 f"TreeDraft.tokens [n] and .parents [n] must match, got {tuple(t.shape)} and "
                 f"{tuple(par.shape)}"
+            )
+        for name, x in (("tokens", t), ("parents", par)):
+            if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+                raise ValueError(f"TreeDraft.{name} must hold integers, got dtype {x.dtype}")
+        if self.q_draft is not None and not isinstance(self.q_draft, torch.Tensor):
+            raise TypeError(
+                f"TreeDraft.q_draft must be a tensor or None, got {type(self.q_draft).__name__}"
             )
         if self.sampling not in SAMPLINGS:
             raise ValueError(
@@ -157,6 +168,9 @@ class Drafter:
     wants_target_hidden: bool = False
     proposes_trees: bool = False  # may return a TreeDraft (verified on the masked cache)
     vocab_size: int | None = None
+    # q_draft rows sum to 1 (checked every step); only the bug zoo's deliberately broken
+    # cross-vocabulary shortcut reports an unnormalised q
+    normalised_q: bool = True
 
     def start(self, prompt: torch.Tensor, params: Any) -> None:
         """A new generation starts (``params``: its :class:`~specviz.SamplingParams`)."""
@@ -203,6 +217,7 @@ class ForeignDrafter(Drafter):
         self.proposes_trees = bool(getattr(inner, "proposes_trees", False))
         vocab = getattr(inner, "vocab_size", None)
         self.vocab_size = vocab if isinstance(vocab, int) else None
+        self.normalised_q = bool(getattr(inner, "normalised_q", True))
         noop = lambda *a: None  # noqa: E731
         self._start = getattr(inner, "start", noop)
         self._feedback = getattr(inner, "feedback", noop)

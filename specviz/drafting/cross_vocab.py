@@ -43,17 +43,18 @@ Example with two toy vocabularies::
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ..core.args import as_int
 from ..core.runners import LMRunner, as_runner, vocab_size_of
 from ..core.sampling import SamplingParams, logits_to_probs, sample
 from .base import Draft, Drafter
 from .modes import check_draft_logits
+from .vocabularies import StringTokenizer, Vocabulary, vocabulary_of
 
 __all__ = [
     "CROSS_VOCAB_METHODS",
@@ -81,166 +82,6 @@ CROSS_VOCAB_MODES = (
     # strings compared after stripping a leading space, so " b" and "b" are one token
     "vocab_map_lossy_strings",
 )
-
-
-# ------------------------------------------------------------------------------ vocabularies
-
-
-def _byte_chars() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, character -> byte: byte-level BPE vocabularies store each
-    token's bytes as these printable characters ('Ġ' = 0x20, 'Ċ' = 0x0A)."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
-    cs = list(bs)
-    extra = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
-
-
-_SURROGATE = re.compile("([\udc80-\udcff])")
-
-
-@dataclass(frozen=True, eq=False)
-class Vocabulary:
-    """One tokenizer seen as bytes: ``pieces[i]`` are the bytes id ``i`` stands for (None: no
-    string, e.g. padding rows of the logits), ``encode_text`` the tokenizer's own text -> ids."""
-
-    pieces: tuple[bytes | None, ...]
-    encode_text: Callable[[str], list[int]]
-    name: str = "vocabulary"
-
-    def __post_init__(self) -> None:
-        first: dict[bytes, int] = {}
-        for i, b in enumerate(self.pieces):
-            if b and b not in first:
-                first[b] = i
-        object.__setattr__(self, "_by_bytes", first)
-
-    def __len__(self) -> int:
-        return len(self.pieces)
-
-    def id_of(self, piece: bytes) -> int | None:
-        """The lowest id that stands for exactly these bytes."""
-        return self._by_bytes.get(piece)  # type: ignore[attr-defined]
-
-    def text(self, ids: Sequence[int]) -> bytes:
-        """The bytes of a sequence of ids (ids without a string contribute nothing)."""
-        pieces = self.pieces
-        return b"".join(pieces[i] or b"" for i in ids)
-
-    def show(self, i: int) -> str:
-        """Id ``i`` as readable text (bytes that are no complete character escaped)."""
-        b = self.pieces[i] if 0 <= i < len(self.pieces) else None
-        return "" if b is None else b.decode("utf-8", errors="backslashreplace")
-
-    def encode(self, data: bytes) -> list[int]:
-        """Bytes -> ids with the tokenizer's own rules. Bytes that are no valid UTF-8 (a
-        multi-byte character split across tokens) become their single-byte tokens."""
-        text = data.decode("utf-8", errors="surrogateescape")
-        if not _SURROGATE.search(text):
-            return list(self.encode_text(text)) if text else []
-        out: list[int] = []
-        for part in _SURROGATE.split(text):
-            if not part:
-                continue
-            if _SURROGATE.fullmatch(part):
-                byte = bytes([ord(part) - 0xDC00])
-                i = self.id_of(byte)
-                if i is None:
-                    raise ValueError(f"{self.name}: no token for the byte {byte!r}")
-                out.append(i)
-            else:
-                out.extend(self.encode_text(part))
-        return out
-
-
-class StringTokenizer:
-    """A tokenizer-like toy: id ``i`` is ``strings[i]``; text is encoded by greedy longest
-    match from the left (the tests' and notebooks' small vocabularies).
-
-    >>> tok = StringTokenizer(["a", "b", "ba"])
-    >>> tok.encode("abab"), tok.decode([2, 2])
-    ([0, 2, 1], 'baba')
-    """
-
-    def __init__(self, strings: Sequence[str]) -> None:
-        strings = list(strings)
-        if not strings or any(not isinstance(s, str) or not s for s in strings):
-            raise ValueError("StringTokenizer needs a list of non-empty strings")
-        if len(set(strings)) != len(strings):
-            raise ValueError("StringTokenizer strings must be distinct")
-        self.strings = tuple(strings)
-        self._ids = {s: i for i, s in enumerate(strings)}
-        self._longest = max(len(s) for s in strings)
-
-    def __len__(self) -> int:
-        return len(self.strings)
-
-    def get_vocab(self) -> dict[str, int]:
-        return dict(self._ids)
-
-    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
-        return [self.strings[i] for i in ids]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(self.strings[int(i)] for i in ids)
-
-    def encode(self, text: str) -> list[int]:
-        out, pos = [], 0
-        while pos < len(text):
-            for n in range(min(self._longest, len(text) - pos), 0, -1):
-                i = self._ids.get(text[pos : pos + n])
-                if i is not None:
-                    out.append(i)
-                    pos += n
-                    break
-            else:
-                raise ValueError(f"StringTokenizer cannot encode {text[pos:]!r}: no token for it")
-        return out
-
-
-def vocabulary_of(tokenizer: Any, size: int | None = None, name: str = "vocabulary") -> Vocabulary:
-    """The byte view of a tokenizer over ids ``[0, size)`` (default: the tokenizer's length):
-    a :class:`StringTokenizer`, or a transformers tokenizer (byte-level BPE decoded exactly
-    through GPT-2's byte alphabet; added/special tokens by their content; other tokenizers
-    through ``convert_tokens_to_string``)."""
-    if isinstance(tokenizer, StringTokenizer):
-        n = len(tokenizer) if size is None else size
-        pieces = tuple(
-            tokenizer.strings[i].encode() if i < len(tokenizer) else None for i in range(n)
-        )
-        return Vocabulary(pieces, tokenizer.encode, name)
-    if not callable(getattr(tokenizer, "get_vocab", None)):
-        raise TypeError(
-            f"{name}: expected a tokenizer (get_vocab, encode) or a StringTokenizer, got "
-            f"{type(tokenizer).__name__}"
-        )
-    by_id = {int(i): s for s, i in tokenizer.get_vocab().items()}
-    n = (max(by_id) + 1 if by_id else 0) if size is None else size
-    added = {int(i): t.content for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items()}
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    byte_level = type(getattr(backend, "decoder", None)).__name__ == "ByteLevel"
-    chars = _byte_chars()
-    pieces: list[bytes | None] = []
-    for i in range(n):
-        if i in added:
-            pieces.append(added[i].encode("utf-8"))
-            continue
-        s = by_id.get(i)
-        if s is None:
-            pieces.append(None)
-        elif byte_level and all(c in chars for c in s):
-            pieces.append(bytes(chars[c] for c in s))
-        else:
-            pieces.append(tokenizer.convert_tokens_to_string([s]).encode("utf-8"))
-
-    def encode_text(text: str) -> list[int]:
-        return list(tokenizer.encode(text, add_special_tokens=False))
-
-    return Vocabulary(tuple(pieces), encode_text, name)
 
 
 def _strip_space(b: bytes | None) -> bytes | None:
@@ -302,13 +143,41 @@ class CrossVocabDrafter(Drafter):
             )
         if method == "string" and mode != "exact":
             raise ValueError(f"draft mode {mode!r} is a shortcut of the intersection method")
+        for role, tok in (
+            ("draft_tokenizer", draft_tokenizer),
+            ("target_tokenizer", target_tokenizer),
+        ):
+            if not isinstance(tok, StringTokenizer) and not callable(
+                getattr(tok, "get_vocab", None)
+            ):
+                raise TypeError(
+                    f"{role} must be a tokenizer (transformers, or a StringTokenizer), got "
+                    f"{type(tok).__name__}"
+                )
+        if draft_model is None or not (
+            callable(getattr(draft_model, "parameters", None))
+            or hasattr(draft_model, "make_runner")
+        ):
+            raise TypeError(
+                f"draft_model must be a causal LM (or a toy model), got {type(draft_model).__name__}"
+            )
         draft_width = vocab_size_of(draft_model)
         if not isinstance(draft_width, int):
             draft_width = len(draft_tokenizer)
+        base = len(draft_tokenizer) if isinstance(draft_tokenizer, StringTokenizer) else (
+            getattr(draft_tokenizer, "vocab_size", None)
+        )  # fmt: skip
+        if isinstance(base, int) and base > draft_width:
+            raise ValueError(
+                f"draft_tokenizer has {base} tokens but the draft model's logits have "
+                f"{draft_width} rows: it is not the draft model's tokenizer (were the draft and "
+                "target tokenizers swapped?)"
+            )
         if target_vocab_size is None:
             target_vocab_size = len(target_tokenizer)
-        if isinstance(target_vocab_size, bool) or not isinstance(target_vocab_size, int):
-            raise TypeError(f"target_vocab_size must be an int, got {target_vocab_size!r}")
+        if as_int(target_vocab_size) is None or as_int(target_vocab_size) < 1:
+            raise TypeError(f"target_vocab_size must be an int >= 1, got {target_vocab_size!r}")
+        target_vocab_size = as_int(target_vocab_size)
         self.draft_model = draft_model
         self.method = method
         self.mode = mode
@@ -327,7 +196,14 @@ class CrossVocabDrafter(Drafter):
         self.name = name or f"cross_vocab[{method}{suffix}]:{base}"
         self.params = SamplingParams()
         self.resyncs = 0
+        # proposals whose context held text the draft tokenizer has no token for (left out of
+        # what the draft sees: the draft law still is what it samples from, so verification
+        # stays exact), and string-method drafts cut where the target has no token
+        self.unencodable = 0
+        self.cut_drafts = 0
         self._reset_state()
+
+    own_tokenizer = True  # proposes target ids from another vocabulary (see check_vocab)
 
     # -- tables -------------------------------------------------------------------------
     def _build_maps(self) -> _Maps:
@@ -409,6 +285,13 @@ class CrossVocabDrafter(Drafter):
     def deterministic(self) -> bool:
         return self.method == "string" or self.params.is_greedy
 
+    @property
+    def normalised_q(self) -> bool:  # type: ignore[override]
+        """False for the zoo's shortcuts whose reported q loses mass on purpose
+        (``vocab_map_unrenormalized``, ``vocab_map_lossy_strings``): the step's sum check lets
+        them through so that the statistics can catch them."""
+        return self.mode in ("exact", "vocab_map_by_id")
+
     def start(self, prompt: torch.Tensor, params: SamplingParams) -> None:
         if self.method == "string" and not params.is_greedy:
             raise ValueError(
@@ -420,15 +303,33 @@ class CrossVocabDrafter(Drafter):
         self._reset_state()
 
     # -- the draft side of the context ---------------------------------------------------------
-    def draft_ids(self, context: torch.Tensor) -> list[int]:
+    def draft_ids(self, context: Any) -> list[int]:
         """The canonical draft-side tokenisation of the target context's text."""
-        return self._draft_context(context).tolist()
+        return self._draft_context(self._target_ids(context)).tolist()
+
+    def _target_ids(self, context: Any) -> torch.Tensor:
+        """A context given by a user: 1-D target ids in ``[0, vocab_size)``."""
+        ctx = torch.as_tensor(context if isinstance(context, torch.Tensor) else list(context))
+        if ctx.dim() != 1 or ctx.dtype.is_floating_point or ctx.dtype == torch.bool:
+            raise ValueError(
+                f"context must be a 1-D sequence of target token ids, got shape "
+                f"{tuple(ctx.shape)} of {ctx.dtype}"
+            )
+        ctx = ctx.long()
+        if ctx.numel() and (int(ctx.min()) < 0 or int(ctx.max()) >= self.vocab_size):
+            bad = int(ctx.min()) if int(ctx.min()) < 0 else int(ctx.max())
+            raise ValueError(
+                f"context holds token id {bad}, outside the target vocabulary "
+                f"[0, {self.vocab_size}): pass target ids (the draft side is computed here)"
+            )
+        return ctx
 
     def _draft_context(self, context: torch.Tensor) -> torch.Tensor:
         memo = self._memo
         if memo is not None and memo[0].shape == context.shape and torch.equal(memo[0], context):
             return memo[1]
-        ids = self.draft_vocab.encode(self.target_vocab.text(context.tolist()))
+        ids, dropped = self.draft_vocab.encode_lenient(self.target_vocab.text(context.tolist()))
+        self.unencodable += dropped > 0
         if not ids:
             raise ValueError(
                 "the context has no text the draft tokenizer can see (e.g. only target special "
@@ -516,7 +417,7 @@ class CrossVocabDrafter(Drafter):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Exactly what the first draft of a step does after ``context``: (the law of the
         proposed target id, the q_draft reported), both [V_target] float64 on the CPU."""
-        ctx = torch.as_tensor(list(context), dtype=torch.long)
+        ctx = self._target_ids(context)
         runner = as_runner(self.draft_model)
         logits = runner.extend(self._draft_context(ctx).to(runner.device), 1)[-1]
         draw, token_of, reported = self.laws(logits, params, mode)
@@ -527,6 +428,20 @@ class CrossVocabDrafter(Drafter):
         s = torch.zeros(self.vocab_size, dtype=torch.float64)
         s.index_add_(0, token_of[ok], draw[ok])
         return s, reported.double().cpu()
+
+    def _target_side(self, text: bytes, starts: list[int]) -> list[int]:
+        """The draft's text re-tokenised by the target; cut before the first draft token whose
+        bytes the target has no token for (counted in ``cut_drafts``)."""
+        try:
+            return self.target_vocab.encode(text)
+        except ValueError:
+            self.cut_drafts += 1
+        for cut in reversed(starts):  # the longest prefix of whole draft tokens that encodes
+            try:
+                return self.target_vocab.encode(text[:cut])
+            except ValueError:
+                continue
+        return []
 
     # -- proposing -------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -578,7 +493,7 @@ class CrossVocabDrafter(Drafter):
         for j in ids_l:
             starts.append(len(text))
             text += self.draft_vocab.pieces[j] or b""
-        target = [t for t in self.target_vocab.encode(text) if t < self.vocab_size][:k]
+        target = [t for t in self._target_side(text, starts) if t < self.vocab_size][:k]
         src, pos = [], 0
         for t in target:
             owner = max(i for i, s in enumerate(starts) if s <= pos)

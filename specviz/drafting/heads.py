@@ -290,6 +290,7 @@ class HeadDrafter(Drafter):
             checker = TreeDrafter(None, tree, tree_sampling, dynamic=dynamic, budget=budget,
                                   width=width, max_depth=max_depth, validate_only=True)  # fmt: skip
             self.tree = checker.branching
+            budget, width, max_depth = checker.budget, checker.width, checker.max_depth
         else:
             self.tree = None
         self.tree_sampling = tree_sampling

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core.args import check_int
 from .base import Draft, Drafter, TreeDraft
 
 __all__ = ["PromptLookupDrafter"]
@@ -21,12 +22,13 @@ class PromptLookupDrafter(Drafter):
     """
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, *, branches: int = 1) -> None:
+        max_ngram = check_int("max_ngram", max_ngram, 1)
+        min_ngram = check_int("min_ngram", min_ngram, 1)
         if not (1 <= min_ngram <= max_ngram):
             raise ValueError(
                 f"need 1 <= min_ngram <= max_ngram, got min_ngram={min_ngram}, max_ngram={max_ngram}"
             )
-        if isinstance(branches, bool) or not isinstance(branches, int) or branches < 1:
-            raise ValueError(f"branches must be an integer >= 1, got {branches!r}")
+        branches = check_int("branches", branches, 1)
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.branches = branches

@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from ..core.args import check_int, check_real, is_int
 from ..core.sampling import logits_to_probs
 from ..perf.theory import VerifyCost, optimal_gamma, speedup_positional
 from .base import Draft, Drafter
@@ -117,9 +118,7 @@ _Base = GammaPolicy  # the name of the base before it became the public contract
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+    return check_int(name, value, minimum)
 
 
 class _ForeignPolicy(GammaPolicy):
@@ -159,7 +158,7 @@ class ConstantGamma(GammaPolicy):
     """Always ``gamma`` drafts (what ``gamma=int`` does)."""
 
     def __init__(self, gamma: int) -> None:
-        self.gamma = _count("gamma", gamma, 0)
+        self.gamma = gamma = _count("gamma", gamma, 0)
         self.max_gamma = gamma
         self.name = f"constant({gamma})"
 
@@ -217,8 +216,8 @@ class ConfidenceStopDrafter(Drafter):
             )
         self.inner = inner
         self.model = inner.model
-        self.threshold = threshold
-        self.min_tokens = min_tokens
+        self.threshold = check_real("threshold", threshold, low=0.0, high=1.0)
+        self.min_tokens = _count("min_tokens", min_tokens, 0)
         self.name = f"{inner.name}+stop(top<{threshold})"
         self.vocab_size = inner.vocab_size
         self.stopped_early = 0
@@ -276,9 +275,7 @@ class ConfidenceStop(GammaPolicy):
 
     def __init__(self, gamma: int = 8, threshold: float = 0.4, *, min_tokens: int = 1) -> None:
         self.max_gamma = _count("gamma", gamma, 1)
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        self.threshold = threshold
+        self.threshold = threshold = check_real("threshold", threshold, low=0.0, high=1.0)
         self.min_tokens = _count("min_tokens", min_tokens, 0)
         self.name = f"confidence(top<{threshold}, max {gamma})"
 
@@ -325,14 +322,18 @@ class AcceptanceEMA(GammaPolicy):
         verify_cost: VerifyCost | None = None,
     ) -> None:
         self.max_gamma = _count("max_gamma", max_gamma, 1)
-        if not 0 < weight <= 1:
-            raise ValueError(f"weight must be in (0, 1], got {weight}")
+        weight = check_real("weight", weight, low=0.0, high=1.0, low_open=True)
+        # the acceptance rate it starts from: a probability (1 would predict every draft kept)
+        prior = check_real("prior", prior, low=0.0, high=1.0)
         self.prior, self.weight = prior, weight
-        self.c_fixed, self.c_prior = c, c_prior
-        self.min_speedup = min_speedup
+        if c is not None:  # draft cost per token / target cost per call
+            c = check_real("c", c, low=0.0)
+        self.c_fixed = c
+        self.c_prior = check_real("c_prior", c_prior, low=0.0)
+        self.min_speedup = check_real("min_speedup", min_speedup, low=0.0)
         self.probe_every = _count("probe_every", probe_every, 1)
         self.batch_size = _count("batch_size", batch_size, 1)
-        self.max_batch = max_batch
+        self.max_batch = None if max_batch is None else _count("max_batch", max_batch, 1)
         self.verify_cost = verify_cost
         self.name = f"acceptance-EMA(max {max_gamma})"
         self.start()
@@ -393,9 +394,9 @@ class BatchFallback(GammaPolicy):
     """
 
     def __init__(self, gamma: int = 4, max_batch: int = 2) -> None:
-        self.gamma = _count("gamma", gamma, 1)
+        self.gamma = gamma = _count("gamma", gamma, 1)
         self.max_gamma = gamma
-        self.max_batch = _count("max_batch", max_batch, 1)
+        self.max_batch = max_batch = _count("max_batch", max_batch, 1)
         self.batch_size = 1
         self.fallbacks = 0
         self.name = f"fallback(gamma {gamma}, plain above batch {max_batch})"
@@ -414,7 +415,7 @@ class BatchFallback(GammaPolicy):
 def as_policy(gamma: int | GammaPolicy) -> GammaPolicy:
     """An int becomes :class:`ConstantGamma`; a :class:`GammaPolicy` is returned as is; an
     object with ``next_gamma()``/``update()`` is wrapped once in the contract's adapter."""
-    if isinstance(gamma, int) and not isinstance(gamma, bool):
+    if is_int(gamma):
         return ConstantGamma(_count("gamma", gamma, 1))
     if isinstance(gamma, GammaPolicy):
         return gamma

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..core.args import as_int, check_flag, check_int
 from ..core.batch_runners import batch_runner
 from ..core.runners import vocab_size_of
 from ..core.sampling import SamplingParams, logits_to_probs, sample
@@ -163,6 +164,33 @@ def _grow_reranked(root_law: torch.Tensor, expand: Expand, k: int, budget: int, 
     )
 
 
+def _check_settings(branching, sampling, dynamic, budget, width, max_depth):
+    """A tree drafter's settings, each refused with a message naming it."""
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    if isinstance(branching, (str, bytes)) or not isinstance(branching, Sequence):
+        raise TypeError(
+            f"branching must be a sequence of children per depth, e.g. (4,) or (2, 2, 1), got "
+            f"{type(branching).__name__} {branching!r}"
+        )
+    ints = tuple(as_int(b) for b in branching)
+    if not ints or any(b is None or b < 1 for b in ints):
+        raise ValueError(f"branching must be positive integers, got {tuple(branching)!r}")
+    check_flag("dynamic", dynamic)
+    if budget is not None:
+        if not dynamic:
+            raise ValueError(
+                "budget is the node budget of a dynamic tree: pass dynamic=True with it (a "
+                "static tree's size is set by branching)"
+            )
+        budget = check_int("budget", budget, 1)
+    elif dynamic:
+        raise ValueError("dynamic=True needs budget=n (the number of tree nodes)")
+    width = check_int("width", width, 1)
+    max_depth = check_int("max_depth", max_depth, 1)
+    return ints, budget, width, max_depth
+
+
 class TreeDrafter(Drafter):
     """Token trees from a draft model (a causal LM or a toy model).
 
@@ -194,18 +222,19 @@ class TreeDrafter(Drafter):
         name: str | None = None,
         validate_only: bool = False,
     ) -> None:
-        if sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-        branching = tuple(branching)
-        if not branching or any(
-            isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in branching
+        branching, budget, width, max_depth = _check_settings(
+            branching, sampling, dynamic, budget, width, max_depth
+        )
+        if not validate_only and not (
+            callable(getattr(draft, "parameters", None)) or hasattr(draft, "make_runner")
         ):
-            raise ValueError(f"branching must be positive integers, got {branching!r}")
-        if dynamic and (budget is None or budget < 1):
-            raise ValueError("dynamic=True needs budget=n (the number of tree nodes)")
-        if width < 1 or max_depth < 1:
-            raise ValueError("width and max_depth must be >= 1")
+            raise TypeError(
+                f"TreeDrafter grows trees from a draft *model* (a causal LM or a toy model), got "
+                f"{type(draft).__name__}; for n-gram branches use "
+                "PromptLookupDrafter(branches=n)"
+            )
         self.branching = branching
+        self.budget, self.width, self.max_depth = budget, width, max_depth
         if validate_only:  # another drafter (the head) checks its tree settings here
             return
         self.model = draft

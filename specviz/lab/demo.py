@@ -17,7 +17,15 @@ import torch
 from tqdm.auto import tqdm
 
 from ..decoding.serial import autoregressive_generate, speculative_generate
-from ..models import load_pair
+from ..models import (
+    BUILTIN_MODELS,
+    ModelIntegrityError,
+    ModelNotAvailableError,
+    VocabMismatchError,
+    load_pair,
+    resolve_dtype,
+)
+from ..models import _looks_like_path as looks_like_path
 from ..prompts import CATEGORIES, load_prompts, render_prompt
 
 DEFAULT_TARGET = "qwen2.5-coder-1.5b"
@@ -111,11 +119,74 @@ def _format(r: DemoRow) -> str:
     )
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every setting, before any model loads (a ``ValueError`` naming the flag)."""
+    if args.gamma < 1:
+        raise ValueError(f"--gamma must be an integer >= 1, got {args.gamma}")
+    if args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be an integer >= 1, got {args.max_new_tokens}")
+    if args.per_category < 1:
+        raise ValueError(f"--per-category must be an integer >= 1, got {args.per_category}")
+    cats = [c.strip() for c in args.categories.split(",") if c.strip()]
+    unknown = [c for c in cats if c not in CATEGORIES]
+    if not cats or unknown:
+        raise ValueError(
+            f"--categories: unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose "
+            f"from {', '.join(CATEGORIES)}"
+        )
+    try:
+        resolve_dtype(args.dtype)
+    except ValueError as err:
+        raise ValueError(f"--dtype: {err}") from None
+    try:
+        device = torch.device(args.device)
+    except (RuntimeError, ValueError):
+        raise ValueError(
+            f"--device: {args.device!r} is not a torch device (e.g. cpu, cuda:0)"
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: CUDA is not available on this machine")
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {args.out}: a file is in the way (the traces need a folder)")
+    for flag, name in (("--target", args.target), ("--draft", args.draft)):
+        if (
+            name not in BUILTIN_MODELS
+            and looks_like_path(name)
+            and not Path(name).expanduser().exists()
+        ):
+            raise ValueError(f"{flag}: no model folder or GGUF file at {name!r}")
+
+
+def _fail(message: str) -> int:
+    print(f"specviz demo: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``specviz demo``; returns the exit status (0 done, 2 a usage error or a model
+    that cannot be loaded, 130 interrupted)."""
     parser = argparse.ArgumentParser(prog="specviz demo", description=__doc__)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    rows = run(args)
+    args = parser.parse_args(argv)  # argparse's own errors exit 2
+    try:
+        check_arguments(args)
+    except ValueError as err:
+        return _fail(str(err))
+    try:
+        rows = run(args)
+    except (
+        ModelNotAvailableError,
+        ModelIntegrityError,
+        VocabMismatchError,
+        FileNotFoundError,
+    ) as err:
+        return _fail(str(err).splitlines()[0])
+    except OSError as err:  # the traces folder: not writable, a file in the way
+        return _fail(f"{type(err).__name__}: {err}")
+    except KeyboardInterrupt:
+        print("specviz demo: interrupted", file=sys.stderr)
+        return 130
     total_tokens = sum(r.new_tokens for r in rows)
     base_time = sum(r.new_tokens / r.baseline_tps for r in rows)
     spec_time = sum(r.new_tokens / r.speculative_tps for r in rows)

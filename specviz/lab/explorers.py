@@ -327,6 +327,10 @@ def _float_or_none(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+#: The largest seed the playground's seed box holds (a 32-bit widget value).
+SEED_MAX = 2**31 - 1
+
+
 class PromptPlayground:
     """Try your own prompt on the real model: a prompt box, temperature / top-p / gamma / max new
     tokens / seed controls and a *Run* button. A run goes through the same code path as the
@@ -364,10 +368,24 @@ class PromptPlayground:
         per_row: int = 16,
         panel_width: int = 480,
     ) -> None:
-        if isinstance(models, tuple | list):
+        if isinstance(models, tuple | list) and len(models) == 2:
             self.target, self.draft = models
-        else:
+        elif hasattr(models, "target") and hasattr(models, "draft"):
             self.target, self.draft = models.target, models.draft
+        else:
+            got = (
+                f"a {type(models).__name__} of {len(models)}"
+                if isinstance(models, tuple | list)
+                else type(models).__name__
+            )
+            raise TypeError(
+                "PromptPlayground needs the models: a (target, draft) pair or what "
+                f"specviz.lab.load_models returns (with .target and .draft), got {got}"
+            )
+        if self.target is None or self.draft is None:
+            raise TypeError(
+                f"PromptPlayground: the {'target' if self.target is None else 'draft'} is None"
+            )
         self.tokenizer = tokenizer if tokenizer is not None else getattr(models, "tokenizer", None)
         if self.tokenizer is None:
             raise ValueError("PromptPlayground needs a tokenizer (to encode the prompt)")
@@ -436,9 +454,9 @@ class PromptPlayground:
             style=style,
         )
         self.seed_box = widgets.BoundedIntText(
-            value=max(0, _int_or_none(seed) or 0),
+            value=min(SEED_MAX, max(0, _int_or_none(seed) or 0)),
             min=0,
-            max=2**31 - 1,
+            max=SEED_MAX,
             description="seed",
             layout=widgets.Layout(width="220px"),
             style=style,
@@ -498,7 +516,11 @@ class PromptPlayground:
         """What is wrong with ``settings`` (one sentence each); empty when they can run."""
         problems = []
         prompt = settings.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(prompt, str):
+            problems.append(
+                f"the prompt must be text (a string), got {type(prompt).__name__} {prompt!r}"
+            )
+        elif not prompt.strip():
             problems.append("the prompt is empty: type a prompt in the box")
         g = _int_or_none(settings.get("gamma"))
         if g is None or g < 1:
@@ -521,8 +543,12 @@ class PromptPlayground:
                 f"max new tokens must be an integer >= 1, got {settings.get('max_new_tokens')!r}"
             )
         s = _int_or_none(settings.get("seed"))
-        if s is None or s < 0:
-            problems.append(f"seed must be an integer >= 0, got {settings.get('seed')!r}")
+        if s is None or not 0 <= s <= SEED_MAX:
+            # the seed box holds [0, SEED_MAX]: a larger seed would be clamped at the next Run
+            problems.append(
+                f"seed must be an integer >= 0 and <= {SEED_MAX} (what the seed box holds), got "
+                f"{settings.get('seed')!r}"
+            )
         return problems
 
     def _show_error(self, message: str) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ..core.sampling import sample
-from .trees import verify_tree_greedy, verify_tree_lossless
+from .trees import _verify_tree_greedy, _verify_tree_lossless
 
 __all__ = [
     "PREFIXES",
@@ -89,6 +90,42 @@ def _lossless_core(tokens, q_draft, p_target, generator, accept_prob, u, residua
     return Verdict(n, tok, "corrected", accept_prob, u, residual)
 
 
+def check_chain_shapes(tokens: Any, q_draft: Any, p_target: Any, who: str) -> None:
+    """What a chain verifier is given, when it is called directly: tokens [k] integer ids in
+    [0, V), q_draft [k, V] or None, p_target [k+1, V]. (The engine builds these shapes itself;
+    a verifier called by hand gets a message instead of an IndexError or a silent answer.)"""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        raise ValueError(f"{who}: tokens must be a 1-D tensor [k], got {_shape(tokens)}")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise ValueError(f"{who}: tokens must be integer ids, got dtype {tokens.dtype}")
+    k = tokens.shape[0]
+    if not isinstance(p_target, torch.Tensor) or p_target.dim() != 2 or p_target.shape[0] != k + 1:
+        raise ValueError(
+            f"{who}: p_target must be [k+1, V] = [{k + 1}, V] (the target law at each drafted "
+            f"position, then the bonus position), got {_shape(p_target)}"
+        )
+    V = p_target.shape[1]
+    if q_draft is not None and (
+        not isinstance(q_draft, torch.Tensor) or tuple(q_draft.shape) != (k, V)
+    ):
+        raise ValueError(
+            f"{who}: q_draft must be None or [k, V] = [{k}, {V}], got {_shape(q_draft)}"
+        )
+    if k and tokens.device.type == "cpu":  # ids from the GPU were checked by the engine
+        lo, hi = int(tokens.min()), int(tokens.max())
+        if lo < 0 or hi >= V:
+            raise ValueError(
+                f"{who}: token id {lo if lo < 0 else hi} is outside the vocabulary [0, {V}) of "
+                "p_target"
+            )
+
+
+def _shape(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"shape {list(x.shape)}"
+    return type(x).__name__
+
+
 def verify_lossless(
     tokens: torch.Tensor,
     q_draft: torch.Tensor | None,
@@ -96,6 +133,12 @@ def verify_lossless(
     generator: torch.Generator,
 ) -> Verdict:
     """tokens [k], q_draft [k, V] or None, p_target [k+1, V] -> Verdict (lossless)."""
+    check_chain_shapes(tokens, q_draft, p_target, "verify_lossless")
+    return _verify_lossless(tokens, q_draft, p_target, generator)
+
+
+def _verify_lossless(tokens, q_draft, p_target, generator) -> Verdict:
+    # the engine's entry: its shapes are built, and its ids checked, once per step upstream
     _, p_x, q_x = _gathered(tokens, q_draft, p_target)
     if bool((q_x <= 0).any()):
         i = int((q_x <= 0).nonzero()[0])
@@ -110,6 +153,11 @@ def verify_lossless(
 
 def verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
     """Greedy matching: keep drafts while they equal the target's argmax."""
+    check_chain_shapes(tokens, q_draft, p_target, "verify_greedy")
+    return _verify_greedy(tokens, q_draft, p_target, generator)
+
+
+def _verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
     k = tokens.numel()
     top = p_target.argmax(dim=-1)  # [k+1]
     match = tokens.to(top.device) == top[:k]
@@ -141,17 +189,17 @@ VERIFIERS: dict[str, VerifierSpec] = {
     for s in [
         VerifierSpec(
             "lossless",
-            verify_lossless,
+            _verify_lossless,  # the public names check shapes; the engine has checked them
             True,
             "min(1, p/q), residual, bonus; trees: the rule of their sampling",
-            verify_tree=verify_tree_lossless,
+            verify_tree=_verify_tree_lossless,
         ),
         VerifierSpec(
             "greedy",
-            verify_greedy,
+            _verify_greedy,
             True,
             "greedy matching (do_sample=False)",
-            verify_tree=verify_tree_greedy,
+            verify_tree=_verify_tree_greedy,
         ),
     ]
 }

@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -204,8 +205,38 @@ def tree_walk(
         path.append(cur)
 
 
+def check_tree_shapes(tree: Any, p_nodes: Any, who: str) -> None:
+    """What a tree verifier is given, when it is called directly: a :class:`TreeDraft` of n
+    nodes with ids in [0, V) and ``q_draft`` [n, V] or None, and ``p_nodes`` [n+1, V]."""
+    if not isinstance(tree, TreeDraft):
+        raise TypeError(f"{who}: tree must be a TreeDraft, got {type(tree).__name__}")
+    n = tree.size
+    if not isinstance(p_nodes, torch.Tensor) or p_nodes.dim() != 2 or p_nodes.shape[0] != n + 1:
+        got = list(p_nodes.shape) if isinstance(p_nodes, torch.Tensor) else type(p_nodes).__name__
+        raise ValueError(
+            f"{who}: p_nodes must be [n+1, V] = [{n + 1}, V] (the target law after the last "
+            f"committed token, then after each node), got {got}"
+        )
+    V = p_nodes.shape[1]
+    q = tree.q_draft
+    if q is not None and q.shape[-1] != V:
+        raise ValueError(f"{who}: tree.q_draft has {q.shape[-1]} columns, p_nodes {V}")
+    if n and tree.tokens.device.type == "cpu":
+        lo, hi = int(tree.tokens.min()), int(tree.tokens.max())
+        if lo < 0 or hi >= V:
+            raise ValueError(
+                f"{who}: tree token id {lo if lo < 0 else hi} is outside the vocabulary [0, {V}) "
+                "of p_nodes"
+            )
+
+
 def verify_tree_lossless(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     """The lossless rule for the way ``tree``'s siblings were drawn (its ``sampling``)."""
+    check_tree_shapes(tree, p_nodes, "verify_tree_lossless")
+    return _verify_tree_lossless(tree, p_nodes, generator)
+
+
+def _verify_tree_lossless(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     if tree.q_draft is None and tree.sampling != "deterministic" and tree.size:
         raise ValueError(
             f"a tree drawn {tree.sampling!r} must report q_draft (the law its siblings came from)"
@@ -215,6 +246,11 @@ def verify_tree_lossless(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> T
 
 def verify_tree_greedy(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     """Greedy tree matching: follow the child equal to the target's argmax."""
+    check_tree_shapes(tree, p_nodes, "verify_tree_greedy")
+    return _verify_tree_greedy(tree, p_nodes, generator)
+
+
+def _verify_tree_greedy(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> TreeVerdict:
     kids = tree.children()
     tokens = tree.tokens.tolist()
     cur, path, decisions = -1, [], []

@@ -251,6 +251,14 @@ class Decoder:
         self.policy.update(d_mean, max(a_mean, 0), t_verify - t_draft, t_end - t_verify)
 
     def _verify(self, dgs: list[DraftGroup], p_all: torch.Tensor, groups: list[Group]) -> list:
+        if self.spec.verify_groups is not None and all(dg.tree is None for dg in dgs):
+            # every row of the step at once: V-sized work once per distinct law, not per row
+            return self.spec.verify_groups(
+                [(dg.tokens, dg.q_draft) for dg in dgs],
+                p_all,
+                [[r.generator for r in dg.rows] for dg in dgs],
+                residuals=self.trace,
+            )
         out: list[list[Any]] = []
         for di, dg in enumerate(dgs):
             if dg.tree is not None:
@@ -265,9 +273,10 @@ class Decoder:
             p = p_all[di, : k + 1]  # [k+1, V]
             if k == 0 and len(dg.rows) > 1:  # a plain step: every rule samples p[0]
                 toks = _sample_rows(
-                    p[:1].expand(len(dg.rows), -1),
+                    p[:1],
                     [r.generator for r in dg.rows],
                     self.params.is_greedy or self.logits_suffice,
+                    [0] * len(dg.rows),
                 )
                 none = torch.empty(0, device=p.device)
                 out.append([Verdict(0, t, "bonus", none, none, None) for t in toks])

@@ -974,8 +974,6 @@ def _choose_kernels(
         use_fastest_kernels(model, mode="packed", keep_dense=keep_dense)  # recorded, not timed
         return
     mode = "stock" if packed is False else default_kernel_mode()
-    if mode == "stock" and packed is None:
-        return  # SPECVIZ_KERNELS=stock: nothing to do
     if packed is None and mode == "fastest" and next(model.parameters()).device.type != "cpu":
         return
     report = use_fastest_kernels(

@@ -296,4 +296,5 @@ def test_load_model_applies_the_measured_choice_by_default(cache, monkeypatch):
     assert kernel_report().source == "forced"  # the opt-out is recorded, nothing timed
     monkeypatch.setenv("SPECVIZ_KERNELS", "stock")
     stock = load_model("smollm2-135m", progress=False)
-    assert packed_layers(stock) == 0 and kernel_report(stock) is None
+    assert packed_layers(stock) == 0 and kernel_report(stock).source == "forced"
+    assert "SPECVIZ_KERNELS" in kernel_report(stock).reason

@@ -273,7 +273,7 @@ def use_fastest_kernels(
         _apply(model, packed, packed, None, keep_dense)
         report = KernelReport(
             name, host["name"], mode, mode, torch.get_num_threads(), gamma, context, "forced",
-            f"{mode} kernels requested (SPECVIZ_KERNELS or packed={packed}): nothing measured",
+            f"{mode} kernels requested (packed= or SPECVIZ_KERNELS): nothing timed",
             cpus=cpus,
         )  # fmt: skip
         return _remember(model, report)

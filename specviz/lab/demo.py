@@ -159,7 +159,7 @@ def _one_prompt(pair: _Pair, p: Any, cal: Calibration, args: argparse.Namespace)
     record = acceptance_record(pair.drafter, ids, base.new_tokens)
     choice = choose_gamma(record, cal, max_gamma=MAX_GAMMA) if record is not None else None
     gamma = args.gamma if args.gamma is not None else (choice.gamma if choice else 4)
-    if choice is not None and gamma != choice.gamma:  # a forced gamma: predict that one
+    if choice is not None and gamma not in (0, choice.gamma):  # a forced gamma: predict it
         choice = _at_gamma(record, cal, gamma)
     out = Path(args.out)
     base.trace.save(out / f"{p.id}.baseline.jsonl")

@@ -63,8 +63,9 @@ class Calibration:
         return g, (theory.speedup(acceptance, g, self.c, self.v(g + 1)) if g else 1.0)
 
     def break_even(self, max_gamma: int = 8) -> float:
-        """The lowest acceptance at which some gamma beats plain decoding (NaN: none does)."""
-        lo, hi = 0.0, 0.999
+        """The lowest acceptance at which some gamma beats plain decoding (NaN: none up to
+        ``HIGH_ACCEPTANCE`` does)."""
+        lo, hi = 0.0, HIGH_ACCEPTANCE
         if self.best(hi, max_gamma)[0] == 0:
             return math.nan
         for _ in range(30):
@@ -143,8 +144,9 @@ def calibrate(
     from ..decoding.serial import autoregressive_generate, speculative_generate
 
     t0 = time.perf_counter()
+    sizes = sorted({n for n in (2, 3, 5, 7, 9, 13, 17) if n <= max_gamma} | {max_gamma + 1})
     verify = theory.measure_verify_cost(
-        target, max_tokens=max_gamma + 1, context=context, repeats=repeats
+        target, max_tokens=max_gamma + 1, context=context, repeats=repeats, sizes=sizes
     )
     model = _draft_model(drafter)
     if model is not None:
@@ -184,13 +186,12 @@ def choose_gamma(record: TokenRecord, cal: Calibration, *, max_gamma: int = 8) -
     """Replay ``record`` at every gamma in 0..max_gamma with the measured costs and keep the
     fastest (gamma 0, plain decoding, unless a gamma is predicted faster)."""
     cost = ReplayCost(cal.draft_step, cal.verify, cal.target_step)
-    runs = {g: replay(g, record, cost) for g in range(max_gamma + 1)}
-    # plain decoding: every token a decode step (v(1) = 1 by definition of the unit)
-    by_gamma = {g: r.speedup for g, r in runs.items() if g}
+    # gamma 0 is plain decoding: speedup 1 by definition
+    runs = {g: replay(g, record, cost) for g in range(1, max_gamma + 1)}
+    by_gamma = {g: r.speedup for g, r in runs.items()}
     best = max(by_gamma, key=lambda g: by_gamma[g], default=0)
     gamma = best if by_gamma.get(best, 0.0) > 1.0 else 0
     acc = sum(record.accept) / len(record.accept) if record.accept else math.nan
-    r = runs[gamma]
-    return GammaChoice(
-        gamma, r.speedup if gamma else 1.0, r.tokens_per_call if gamma else 1.0, by_gamma, acc
-    )
+    if gamma == 0:
+        return GammaChoice(0, 1.0, 1.0, by_gamma, acc)
+    return GammaChoice(gamma, runs[gamma].speedup, runs[gamma].tokens_per_call, by_gamma, acc)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import specviz as sv
+import specviz.core.kernel_cache as kc
 import specviz.core.kernels as K
 import specviz.core.packed as packed_mod
 from specviz.core.packed import packed_layers, packed_shapes, route_packed, use_packed_weights
@@ -25,7 +26,7 @@ pytestmark = [
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(K, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(kc, "cache_dir", lambda: tmp_path)
     return tmp_path / "kernels"
 
 
@@ -116,8 +117,8 @@ def test_the_cache_is_reused_then_retimed_when_the_host_changes(cache, monkeypat
     assert len(files) == 1 and not files[0].name.startswith(".")  # no temporary left behind
     again = sv.use_fastest_kernels(_model(), threads=False)
     assert len(calls) == 1 and again.source == "cache" and again.decode == first.decode
-    other = {**K._host(), "boot": "another boot"}
-    monkeypatch.setattr(K, "_host", lambda: other)
+    other = {**kc.host_fingerprint(), "boot": "another boot"}
+    monkeypatch.setattr(kc, "host_fingerprint", lambda: other)
     sv.use_fastest_kernels(_model(), threads=False)
     assert len(calls) == 2  # another host: timed again, and cached for it
     sv.use_fastest_kernels(_model(), threads=False)
@@ -161,12 +162,12 @@ def test_a_busy_measurement_is_retimed_once_the_machine_is_quiet(cache, monkeypa
         K, "_choose", lambda m, c, source: real_choose(K._replace(m, load_average=9.0), c,
                                                        source=source),
     )  # fmt: skip
-    monkeypatch.setattr(K, "_busy_now", lambda: True)
+    monkeypatch.setattr(kc, "busy_now", lambda: True)
     r = sv.use_fastest_kernels(_model(), threads=False)
     assert r.busy and "busy" in r.summary()
     sv.use_fastest_kernels(_model(), threads=False)
     assert len(calls) == 1  # still busy: the busy timing is the best there is
-    monkeypatch.setattr(K, "_busy_now", lambda: False)
+    monkeypatch.setattr(kc, "busy_now", lambda: False)
     sv.use_fastest_kernels(_model(), threads=False)
     assert len(calls) == 2
 

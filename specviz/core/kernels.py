@@ -13,7 +13,7 @@ median of per-round ratios; a departure from the stock kernels (or from the curr
 count) needs a margin, so a tie keeps the path that is bit-identical to transformers and
 costs no second copy of the weights.
 
-The choice is cached once per host with the model: ``cache_dir()/kernels/<model key>.json``,
+The choice is cached once per host with the model (:mod:`.kernel_cache`),
 written atomically, read back only when its checksum, format and host fingerprint (CPU, core
 count, torch version, boot) match; anything else is measured again. ``SPECVIZ_KERNELS``
 (``fastest``, ``packed``, ``stock``) sets what :func:`specviz.models.load_model` does by
@@ -24,23 +24,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import hashlib
-import json
 import math
 import os
-import platform
 import statistics
-import tempfile
 import time
-import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from . import kernel_cache as kc
 from .packed import (
     _packable,
     dense_dropped,
@@ -51,7 +46,6 @@ from .packed import (
     stock_linears,
     use_packed_weights,
 )
-from .paths import cache_dir
 
 __all__ = [
     "KERNEL_MODES",
@@ -63,7 +57,6 @@ __all__ = [
 ]
 
 KERNEL_MODES = ("fastest", "packed", "stock")
-_FORMAT = 1
 _MARGIN = 0.05  # a departure from the default must be >= 5% faster (median of rounds)
 _SHAPES = ("decode", "verify")
 
@@ -258,29 +251,22 @@ def use_fastest_kernels(
     for name, v in (("context", context), ("rounds", rounds)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    name = _model_name(model)
-    host = _host()
-    cpus = _cpus()
+    name, host = kc.model_name(model), kc.host_fingerprint()
     why_not = _unavailable(model)
-    if why_not:
+    if why_not or mode != "fastest":
+        kernels = "stock" if why_not else mode
+        if not why_not:
+            _apply(model, mode == "packed", mode == "packed", None, keep_dense)
+        why = why_not or f"{mode} kernels requested (packed= or SPECVIZ_KERNELS): nothing timed"
         report = KernelReport(
-            name, host["name"], "stock", "stock", torch.get_num_threads(), gamma, context,
-            "unavailable", why_not, cpus=cpus,
-        )  # fmt: skip
-        return _remember(model, report)
-    if mode != "fastest":
-        packed = mode == "packed"
-        _apply(model, packed, packed, None, keep_dense)
-        report = KernelReport(
-            name, host["name"], mode, mode, torch.get_num_threads(), gamma, context, "forced",
-            f"{mode} kernels requested (packed= or SPECVIZ_KERNELS): nothing timed",
-            cpus=cpus,
+            name, host["name"], kernels, kernels, torch.get_num_threads(), gamma, context,
+            "unavailable" if why_not else "forced", why, cpus=kc.cpus(),
         )  # fmt: skip
         return _remember(model, report)
     counts = _thread_counts(threads, torch.get_num_threads())
-    path = _cache_path(model, gamma, context) if cache else None
-    cached = None if remeasure or path is None else _read_cache(path, host)
-    if cached is not None and cached.busy and not _busy_now():
+    path = kc.cache_path(model, gamma, context) if cache else None
+    cached = None if remeasure or path is None else kc.read(path, host)
+    if cached is not None and cached.busy and not kc.busy_now():
         cached = None  # timed on a busy machine, and it is quiet now: time it again
     if cached is not None and set(counts) <= {t.threads for t in cached.timings}:
         # the cached timings decide again, among the thread counts allowed now
@@ -289,7 +275,7 @@ def use_fastest_kernels(
         report = _measure(model, name, host["name"], gamma, context, counts, rounds, budget_s,
                           progress)  # fmt: skip
         if path is not None:
-            report = _write_cache(path, host, report)
+            report = kc.write(path, host, report)
     decode, verify = report.decode == "packed", report.verify == "packed"
     if not keep_dense and decode != verify:
         decode = verify = _one_kernel(report)
@@ -407,33 +393,12 @@ def _measure(
         "decode": torch.randint(0, vocab, (1,), generator=g),
         "verify": torch.randint(0, vocab, (gamma + 1,), generator=g),
     }
-    times: dict[tuple[str, int, str], list[float]] = {}
     t_start = time.perf_counter()
     if progress:
         print(f"specviz: timing {name}'s kernels (packed, stock) x threads {counts}, once per "
               "host", flush=True)  # fmt: skip
     try:
-        runner = HFRunner(model)
-        runner.extend(ctx, 1)
-        live = list(counts)
-        for r in range(-1, rounds):  # round -1 warms every variant up (first calls pay)
-            variants = [(k, t) for t in live for k in ("stock", "packed")]
-            shift = max(r, 0) % len(variants)
-            for kernels, t in variants[shift:] + variants[:shift]:
-                pause = stock_linears(model) if kernels == "stock" else contextlib.nullcontext()
-                with pause, _threads(t):
-                    for shape, feed in feeds.items():
-                        t0 = time.perf_counter()
-                        runner.extend(feed, feed.numel())
-                        dt = time.perf_counter() - t0
-                        runner.crop(context)
-                        if r >= 0:
-                            times.setdefault((kernels, t, shape), []).append(dt)
-            if r == 0 and len(live) > 1:  # a thread count far behind cannot win: stop timing it
-                step = {t: min(_step(times, k, t, -1) for k in ("stock", "packed")) for t in live}
-                live = [t for t in live if step[t] <= 1.5 * min(step.values())]
-            if r >= 1 and time.perf_counter() - t_start > budget_s:
-                break
+        times = _time_rounds(model, HFRunner(model), ctx, feeds, counts, rounds, budget_s)
     except BaseException:  # leave the model as it was
         if any(was):
             route_packed(model, decode=was[0], verify=was[1])
@@ -446,9 +411,45 @@ def _measure(
     measured = KernelReport(
         name, host, "stock", "stock", max(counts), gamma, context, "measured", "",
         timings=timings, measured_at=datetime.datetime.now().isoformat(timespec="seconds"),
-        load_average=load, cpus=_cpus(), measure_seconds=time.perf_counter() - t_start,
+        load_average=load, cpus=kc.cpus(), measure_seconds=time.perf_counter() - t_start,
     )  # fmt: skip
     return _choose(measured, counts, source="measured")
+
+
+def _time_rounds(
+    model: Any,
+    runner: Any,
+    ctx: torch.Tensor,
+    feeds: dict[str, torch.Tensor],
+    counts: tuple[int, ...],
+    rounds: int,
+    budget_s: float,
+) -> dict[tuple[str, int, str], list[float]]:
+    """Seconds per (kernels, threads, shape), one per round; every round times every variant,
+    in an order rotated each round; round -1 only warms up (first calls pay)."""
+    times: dict[tuple[str, int, str], list[float]] = {}
+    t_start = time.perf_counter()
+    runner.extend(ctx, 1)
+    live = list(counts)
+    for r in range(-1, rounds):
+        variants = [(k, t) for t in live for k in ("stock", "packed")]
+        shift = max(r, 0) % len(variants)
+        for kernels, t in variants[shift:] + variants[:shift]:
+            pause = stock_linears(model) if kernels == "stock" else contextlib.nullcontext()
+            with pause, _threads(t):
+                for shape, feed in feeds.items():
+                    t0 = time.perf_counter()
+                    runner.extend(feed, feed.numel())
+                    dt = time.perf_counter() - t0
+                    runner.crop(ctx.numel())
+                    if r >= 0:
+                        times.setdefault((kernels, t, shape), []).append(dt)
+        if r == 0 and len(live) > 1:  # a thread count far behind cannot win: stop timing it
+            step = {t: min(_step(times, k, t, -1) for k in ("stock", "packed")) for t in live}
+            live = [t for t in live if step[t] <= 1.5 * min(step.values())]
+        if r >= 1 and time.perf_counter() - t_start > budget_s:
+            break
+    return times
 
 
 def _step(times: dict[tuple[str, int, str], list[float]], k: str, t: int, i: int) -> float:
@@ -510,112 +511,3 @@ def _choose(measured: KernelReport, counts: tuple[int, ...], *, source: str) -> 
         ratios=ratios,
         thread_ratio=step[chosen] / step[cap],
     )
-
-
-# ------------------------------------------------------------------------- the cache
-
-
-def _busy_now() -> bool:
-    return hasattr(os, "getloadavg") and os.getloadavg()[0] > _cpus()
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _host() -> dict[str, str]:
-    """What makes a kernel choice valid: the machine, its boot, the CPU, the torch build."""
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    boot = ""
-    with contextlib.suppress(OSError):
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
-    node = platform.node()
-    return {
-        "name": f"{node} ({cpu or platform.machine()}, {_cpus()} cores)",
-        "node": node,
-        "cpu": cpu,
-        "cpus": str(_cpus()),
-        "boot": boot,
-        "torch": torch.__version__,
-        "onednn": str(packing_available()),
-    }
-
-
-def _model_name(model: Any) -> str:
-    cfg = getattr(model, "config", None)
-    path = str(getattr(cfg, "_name_or_path", "") or "")
-    return Path(path).name or type(model).__name__
-
-
-def _model_key(model: Any) -> str:
-    cfg = model.config
-    text = cfg.to_json_string(use_diff=False) if hasattr(cfg, "to_json_string") else repr(cfg)
-    params = sum(p.numel() for p in model.parameters())
-    dtype = str(next(model.parameters()).dtype)
-    h = hashlib.sha256(f"{text}|{params}|{dtype}".encode()).hexdigest()[:16]
-    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in _model_name(model))
-    return f"{safe[:60]}-{h}"
-
-
-def _cache_path(model: Any, gamma: int, context: int) -> Path:
-    return cache_dir() / "kernels" / f"{_model_key(model)}-g{gamma}-c{context}.json"
-
-
-def _digest(payload: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def _read_cache(path: Path, host: dict[str, str]) -> KernelReport | None:
-    """The cached report, or None (absent, another host or boot, damaged: measured again)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        warnings.warn(f"kernel cache {path} is unreadable ({err}); measuring again", stacklevel=3)
-        return None
-    try:
-        payload = {k: data[k] for k in ("format", "host", "report")}
-        if data.get("sha256") != _digest(payload):
-            raise ValueError("checksum mismatch")
-        if payload["format"] != _FORMAT:
-            return None
-        if payload["host"] != host:
-            return None  # another host, boot or torch: the choice may not hold here
-        report = KernelReport.from_json(payload["report"])
-    except (KeyError, TypeError, ValueError) as err:
-        warnings.warn(f"kernel cache {path} is damaged ({err}); measuring again", stacklevel=3)
-        return None
-    return _replace(report, cache_path=str(path))
-
-
-def _write_cache(path: Path, host: dict[str, str], report: KernelReport) -> KernelReport:
-    """Write atomically (temporary file, fsync, rename); a failure only warns."""
-    report = _replace(report, cache_path=str(path))
-    payload = {"format": _FORMAT, "host": host, "report": report.to_json()}
-    text = json.dumps({**payload, "sha256": _digest(payload)}, indent=1, sort_keys=True)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-    except OSError as err:
-        warnings.warn(f"could not cache the kernel choice in {path}: {err}", stacklevel=3)
-        return _replace(report, cache_path=None)
-    return report

@@ -198,9 +198,12 @@ def run(args: argparse.Namespace) -> list[DemoRow]:
     )
     print(f"\n{pair.label}: greedy, {args.max_new_tokens} new tokens per prompt", flush=True)
     rows: list[DemoRow] = []
+    t0 = time.perf_counter()
     for p in tqdm(prompts, desc="prompts", unit="prompt"):
         rows.append(_one_prompt(pair, p, cal, args))
         tqdm.write(_format(rows[-1]))
+    print(f"per-prompt part: {time.perf_counter() - t0:.0f} s (calibration before it: "
+          f"{cal.seconds:.0f} s)", flush=True)  # fmt: skip
     return rows
 
 

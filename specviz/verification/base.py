@@ -130,33 +130,15 @@ def verify_lossless_groups(
         (tokens, q), (gen,) = drafts[0], generators[0]
         return [[_verify_one(tokens, q, p_target[0], gen, residuals)]]
     dev = p_target.device
-    D, V = len(drafts), p_target.shape[-1]
     ks = [int(t.numel()) for t, _ in drafts]
-    kmax = max(ks, default=0)
-    accept = torch.zeros(D, kmax, device=dev)  # [D, kmax]
-    if kmax:
-        tok = torch.zeros(D, kmax, dtype=torch.long, device=dev)
-        q_x = torch.ones(D, kmax, device=dev)
-        for d, (t, q) in enumerate(drafts):
-            tok[d, : ks[d]] = t.to(dev)
-            if q is not None and ks[d]:
-                q_x[d, : ks[d]] = q.to(dev)[torch.arange(ks[d], device=dev), tok[d, : ks[d]]]
-        p_x = p_target[:, :kmax].gather(-1, tok.unsqueeze(-1)).squeeze(-1)  # [D, kmax]
-        bad = (q_x <= 0).nonzero()
-        if bad.numel():
-            d, i = (int(x) for x in bad[0])
-            raise ValueError(
-                f"drafted token {int(tok[d, i])} at draft position {i} has q_draft = 0: "
-                "a drafter must report the distribution it sampled from"
-            )
-        accept = torch.clamp(p_x / q_x, max=1.0)
+    accept = _acceptance(drafts, p_target, ks)  # [D, kmax]
     # every row's uniforms, from its own generator in the serial order
     owner = [d for d, gens in enumerate(generators) for _ in gens]
     gens = [g for row_gens in generators for g in row_gens]
     us = [torch.rand(ks[d], generator=g, device=dev) for d, g in zip(owner, gens, strict=True)]
     n_row = [0] * len(gens)
-    if kmax and gens:
-        U = torch.full((len(gens), kmax), 2.0, device=dev)  # padding never accepts
+    if accept.shape[1] and gens:
+        U = torch.full((len(gens), accept.shape[1]), 2.0, device=dev)  # padding never accepts
         for r, u in enumerate(us):
             U[r, : u.numel()] = u
         owner_t = torch.tensor(owner, device=dev)
@@ -164,37 +146,67 @@ def verify_lossless_groups(
     # one law per distinct (group, first rejection)
     key_of: dict[tuple[int, int], int] = {}
     law_key = [key_of.setdefault((d, n), len(key_of)) for d, n in zip(owner, n_row, strict=True)]
-    laws = torch.empty(len(key_of), V, dtype=p_target.dtype, device=dev)
-    rejected: list[int] = []
-    for (d, n), m in key_of.items():
-        if n == ks[d]:
-            laws[m] = p_target[d, n]  # bonus: the target's next law
-        else:
-            t, q = drafts[d]
-            q_row = q[n].to(dev) if q is not None else _point_mass(t[n : n + 1], V, p_target)[0]
-            laws[m] = torch.clamp(p_target[d, n] - q_row, min=0.0)
-            rejected.append(m)
-    if rejected:
-        # A rejection implies p(x) < q(x), so the residual has mass; only rounding can empty
-        # it (p == q up to float error), and then p itself is the right limit.
-        keys = list(key_of)
-        rows = torch.tensor(rejected, device=dev)
-        for m in rows[~(laws[rows].amax(-1) > 0)].tolist():
-            laws[m] = p_target[keys[m]]
+    laws, rejected = _laws(drafts, p_target, ks, list(key_of))
     draws = [torch.rand((), generator=g, device=g.device, dtype=torch.float64) for g in gens]
     u_next = torch.stack(draws).to(dev) if draws else torch.empty(0, dtype=torch.float64)
     toks = sample_grouped(laws, torch.tensor(law_key, dtype=torch.long), u_next).tolist()
     normed: dict[int, torch.Tensor] = {}
     if residuals and rejected:
         rows = torch.tensor(rejected, device=dev)
-        for m, law in zip(rejected, laws[rows] / laws[rows].sum(-1, keepdim=True), strict=True):
-            normed[m] = law
+        normed = dict(zip(rejected, laws[rows] / laws[rows].sum(-1, keepdim=True), strict=True))
     out: list[list[Verdict]] = [[] for _ in drafts]
     for r, (d, n, m) in enumerate(zip(owner, n_row, law_key, strict=True)):
-        k = ks[d]
-        kind = "bonus" if n == k else "corrected"
-        out[d].append(Verdict(n, toks[r], kind, accept[d, :k], us[r], normed.get(m)))
+        kind = "bonus" if n == ks[d] else "corrected"
+        out[d].append(Verdict(n, toks[r], kind, accept[d, : ks[d]], us[r], normed.get(m)))
     return out
+
+
+def _acceptance(drafts, p_target: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    """min(1, p(x) / q(x)) of every drafted token of every group, [D, kmax] (0 past k_d);
+    a drafted token with q(x) = 0 is refused (its drafter misreported its law)."""
+    dev, D, kmax = p_target.device, len(drafts), max(ks, default=0)
+    if not kmax:
+        return torch.zeros(D, 0, device=dev)
+    tok = torch.zeros(D, kmax, dtype=torch.long, device=dev)
+    q_x = torch.ones(D, kmax, device=dev)  # point masses: q(x) = 1
+    for d, (t, q) in enumerate(drafts):
+        tok[d, : ks[d]] = t.to(dev)
+        if q is not None and ks[d]:
+            q_x[d, : ks[d]] = q.to(dev)[torch.arange(ks[d], device=dev), tok[d, : ks[d]]]
+    p_x = p_target[:, :kmax].gather(-1, tok.unsqueeze(-1)).squeeze(-1)  # [D, kmax]
+    bad = (q_x <= 0).nonzero()
+    if bad.numel():
+        d, i = (int(x) for x in bad[0])
+        raise ValueError(
+            f"drafted token {int(tok[d, i])} at draft position {i} has q_draft = 0: "
+            "a drafter must report the distribution it sampled from"
+        )
+    return torch.clamp(p_x / q_x, max=1.0)
+
+
+def _laws(drafts, p_target: torch.Tensor, ks: list[int], keys: list[tuple[int, int]]):
+    """The law of each (group d, first rejection n): p[d, k_d] for a bonus token, else the
+    unnormalised residual max(0, p[d, n] - q[d, n]). Returns ([M, V], rejected law indices)."""
+    dev, V = p_target.device, p_target.shape[-1]
+    d_idx = torch.tensor([d for d, _ in keys], dtype=torch.long, device=dev)
+    n_idx = torch.tensor([n for _, n in keys], dtype=torch.long, device=dev)
+    laws = p_target[d_idx, n_idx]  # [M, V]: p at each law's position
+    rejected = [m for m, (d, n) in enumerate(keys) if n < ks[d]]
+    if rejected:
+        q_rows = []
+        for m in rejected:
+            d, n = keys[m]
+            t, q = drafts[d]
+            q_rows.append(
+                q[n].to(dev) if q is not None else _point_mass(t[n : n + 1], V, p_target)[0]
+            )
+        rows = torch.tensor(rejected, device=dev)
+        residual = torch.clamp(laws[rows] - torch.stack(q_rows), min=0.0)
+        # A rejection implies p(x) < q(x), so the residual has mass; only rounding can empty
+        # it (p == q up to float error), and then p itself is the right limit.
+        keep = residual.amax(-1) > 0
+        laws[rows] = torch.where(keep.unsqueeze(-1), residual, laws[rows])
+    return laws, rejected
 
 
 def _verify_one(tokens, q_draft, p_target, generator, residuals: bool) -> Verdict:

@@ -45,7 +45,25 @@ def packed_flag(ap) -> None:
     )
 
 
-def load_pair(name: str, *, packed: bool = False) -> Pair:
+def kernels_flag(ap) -> None:
+    """``--kernels fastest|packed|stock``: specviz's CPU linear kernels (default: measured on
+    this host by specviz.use_fastest_kernels, cached per host)."""
+    ap.add_argument(
+        "--kernels",
+        choices=("fastest", "packed", "stock"),
+        default="fastest",
+        help="specviz's linear kernels: timed per host and shape (default), packed, or stock",
+    )
+
+
+def packed_arg(kernels: str) -> bool | None:
+    """``load_model(packed=...)`` for a ``--kernels`` value."""
+    return {"fastest": None, "packed": True, "stock": False}[kernels]
+
+
+def load_pair(name: str, *, packed: bool | None = False) -> Pair:
+    """``packed``: True/False as in load_model; None = the kernels measured faster on this
+    host (the draft at the thread count chosen for the target)."""
     if name == "smollm2":
         tok = load_tokenizer("smollm2-135m", progress=False)
         model = load_model("smollm2-135m", progress=False, packed=packed)
@@ -53,7 +71,7 @@ def load_pair(name: str, *, packed: bool = False) -> Pair:
     if name == "qwen":
         tok = load_tokenizer("qwen2.5-coder-1.5b", progress=False)
         target = load_model("qwen2.5-coder-1.5b", progress=False, packed=packed)
-        draft = load_model("qwen2.5-coder-0.5b", progress=False, packed=packed)
+        draft = load_model("qwen2.5-coder-0.5b", progress=False, packed=packed, threads=False)
         return Pair("qwen2.5-coder 1.5b + 0.5b", target, tok, draft, 4, tok.eos_token_id)
     raise SystemExit(f"unknown pair {name!r}: choose smollm2 or qwen")
 

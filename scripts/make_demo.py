@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/make_demo.py [--jobs 2] [--out reports/demo] [--skip-demo]
 
-1. ``python -m specviz demo`` (the default pair, packed weights in place of the dense ones);
+1. ``python -m specviz demo`` (the default pair on the kernels measured faster on this host;
+   it says whether speculation can pay here, and runs the pair that does when it cannot);
 2. every notebook executed with ``SPECVIZ_NB_SMALL=1`` (the small configuration CI runs: same
    code path, fewer samples and tokens) and exported to offline HTML under ``--out`` (plotly.js
    inlined, explorers as their static snapshots; see docs/notebooks.md), ``--jobs`` at a time,
@@ -105,7 +106,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     if not args.skip_demo:
-        print("== specviz demo (default pair, packed weights) ==", flush=True)
+        print("== specviz demo (default pair, kernels chosen for this host) ==", flush=True)
         if subprocess.run([sys.executable, "-m", "specviz", "demo"], cwd=ROOT).returncode:
             print("specviz demo failed", file=sys.stderr)
             return 1

@@ -1,6 +1,7 @@
 """specviz: speculative decoding you can see and verify."""
 
 from .checks import ConsistencyReport, GreedyReport, consistency_check, greedy_check
+from .core.kernels import KernelReport, use_fastest_kernels
 from .core.packed import stock_linears, use_packed_weights
 from .core.sampling import SamplingParams, logits_to_probs
 from .core.trace import Trace, TraceFormatError
@@ -33,6 +34,7 @@ __all__ = [
     "CrossVocabDrafter",
     "EarlyExitDrafter",
     "GreedyReport",
+    "KernelReport",
     "autoregressive_generate_batch",
     "consistency_check",
     "greedy_check",
@@ -55,5 +57,6 @@ __all__ = [
     "speculative_generate",
     "stock_linears",
     "toy_pair",
+    "use_fastest_kernels",
     "use_packed_weights",
 ]

@@ -65,7 +65,9 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import torch
 
+from .core.kernels import default_kernel_mode, use_fastest_kernels
 from .core.packed import use_packed_weights
+from .core.paths import cache_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -190,19 +192,6 @@ class ModelPair(NamedTuple):
 
 
 # --------------------------------------------------------------------------- paths and small helpers
-
-
-def cache_dir() -> Path:
-    """Root of specviz's cache: ``$SPECVIZ_CACHE`` or the platform's user cache folder."""
-    env = os.environ.get("SPECVIZ_CACHE")
-    if env:
-        root = Path(env).expanduser()
-    else:
-        import platformdirs
-
-        root = Path(platformdirs.user_cache_dir("specviz"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def _builtin_cache_path(spec: BuiltinModel) -> Path:
@@ -1111,21 +1100,28 @@ def load_model(
     source: Source = "auto",
     trust_remote_code: bool = False,
     progress: bool = True,
-    packed: bool = False,
+    packed: bool | None = None,
     keep_dense: bool = True,
+    threads: bool = True,
 ) -> PreTrainedModel:
     """Load a causal LM in eval mode with gradients off.
 
     ``name_or_path`` is a built-in name (see ``BUILTIN_MODELS``), a local model folder, a local
     ``.gguf`` file (dequantized on every call, not cached), or a hub name. ``source="hub"`` loads
     a built-in from its hub id; ``source="local"`` never contacts the hub.
-    ``packed=True`` (CPU only) pre-packs the linear weights for oneDNN
-    (:func:`specviz.packed.use_packed_weights`): decode steps ~1.6x and verify passes ~2.5x
-    faster, at the cost of a second copy of the linear layers' weights; with
-    ``keep_dense=False`` the packed copy replaces the dense one wherever nothing else reads it
-    (the stock kernels, training and ``stock_linears`` then raise).
+
+    Kernels (CPU): by default (``packed=None``) :func:`specviz.use_fastest_kernels` times a
+    decode step and a verify pass on oneDNN's pre-packed linear weights and on PyTorch's stock
+    kernels, and on each torch thread count up to the current one (``threads=False``: the
+    current count only), once per host and model (cached), and keeps the faster of each --
+    packed weights were 1.66x faster on one host and 0.81x on another.
+    ``specviz.perf.kernel_report(model)`` says what was chosen and why. ``packed=True`` packs
+    without measuring, ``packed=False`` keeps the stock kernels (the opt-out);
+    ``SPECVIZ_KERNELS=packed|stock`` sets the default. Packed weights cost a second copy of the
+    linear layers; with ``keep_dense=False`` the packed copy replaces the dense one wherever
+    nothing else reads it (the stock kernels, training and ``stock_linears`` then raise).
     """
-    if not keep_dense and not packed:
+    if not keep_dense and packed is False:
         raise ValueError("keep_dense=False frees the dense weights after packing: pass packed=True")
     torch_dtype = resolve_dtype(dtype)
     location = _resolve(name_or_path, source, progress)
@@ -1145,9 +1141,26 @@ def load_model(
     model = model.to(device)
     model.eval()
     model.requires_grad_(False)
-    if packed:
-        use_packed_weights(model, keep_dense=keep_dense)
+    _choose_kernels(model, packed, keep_dense, threads, progress)
     return model
+
+
+def _choose_kernels(
+    model: PreTrainedModel, packed: bool | None, keep_dense: bool, threads: bool, progress: bool
+) -> None:
+    if packed is True:
+        use_packed_weights(model, keep_dense=keep_dense)
+        use_fastest_kernels(model, mode="packed", keep_dense=keep_dense)  # recorded, not timed
+        return
+    mode = "stock" if packed is False else default_kernel_mode()
+    if packed is None and mode == "fastest" and next(model.parameters()).device.type != "cpu":
+        return
+    report = use_fastest_kernels(
+        model, mode=mode, keep_dense=keep_dense, threads=threads, progress=progress
+    )
+    if report.source == "measured":
+        kept = f", cached in {report.cache_path}" if report.cache_path else ""
+        _say(f"{report.summary().splitlines()[0]} (timed on this host{kept})", progress)
 
 
 def load_tokenizer(name_or_path: str, *, source: Source = "auto", progress: bool = True) -> Any:
@@ -1180,12 +1193,14 @@ def load_pair(
     draft_dtype: torch.dtype | str | None = None,
     source: Source = "auto",
     progress: bool = True,
-    packed: bool = False,
+    packed: bool | None = None,
     keep_dense: bool = True,
     cross_vocab: str | None = None,
 ) -> ModelPair:
     """Load a target and a draft that share one vocabulary (checked before the weights load).
-    ``packed`` and ``keep_dense`` are passed to both :func:`load_model` calls.
+    ``packed`` and ``keep_dense`` are passed to both :func:`load_model` calls (by default each
+    model gets the kernels measured faster for it; the torch thread count, process-wide, is
+    the one measured faster for the target).
 
     ``cross_vocab`` lets a draft with another tokenizer propose for the target:
     ``"intersection"`` (token-level intersection: lossless under sampling and greedy) or
@@ -1207,7 +1222,7 @@ def load_pair(
                 f"{draft!r}, cross_vocab='intersection') (token-level intersection, lossless "
                 "under sampling) or cross_vocab='string' (string-level exact match, greedy only)"
             ) from None
-    if not keep_dense and not packed:
+    if not keep_dense and packed is False:
         raise ValueError("keep_dense=False frees the dense weights after packing: pass packed=True")
     target_model = load_model(
         target, dtype=dtype, device=device, source=source, progress=progress, packed=packed,
@@ -1221,6 +1236,7 @@ def load_pair(
         progress=progress,
         packed=packed,
         keep_dense=keep_dense,
+        threads=False,  # the target's choice holds for the process
     )
     if cross_vocab is not None:
         drafter = _CROSS_VOCAB_DRAFTERS[cross_vocab](

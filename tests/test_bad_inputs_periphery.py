@@ -404,7 +404,7 @@ def test_a_foreign_header_is_a_usage_error_and_the_file_is_kept(resumable, heade
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--gamma", "0"], "--gamma must be an integer >= 1, got 0"),
+        (["--gamma=-1"], "--gamma must be an integer >= 0 (0: plain decoding"),
         (["--max-new-tokens=-1"], "--max-new-tokens must be an integer >= 1, got -1"),
         (["--per-category", "0"], "--per-category must be an integer >= 1, got 0"),
         (["--categories", "bogus"], "--categories: unknown 'bogus'; choose from"),
@@ -417,7 +417,7 @@ def test_a_foreign_header_is_a_usage_error_and_the_file_is_kept(resumable, heade
 def test_demo_usage_errors_exit_2_with_one_line_before_loading(argv, message, capsys, monkeypatch):
     import specviz.lab.demo as demo
 
-    monkeypatch.setattr(demo, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(demo, "_load", lambda *a, **k: pytest.fail("a model was loaded"))
     rc = cli_main(["demo", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and err.strip() == f"specviz demo: {message}" or message in err, err
@@ -431,7 +431,7 @@ def test_demo_with_a_model_that_cannot_load_exits_2(capsys, monkeypatch, tmp_pat
     def unavailable(*a, **k):
         raise ModelNotAvailableError("model 'no-such-model' is not a built-in name ...\n(cause: x)")
 
-    monkeypatch.setattr(demo, "load_pair", unavailable)
+    monkeypatch.setattr(demo, "_load", unavailable)
     rc = cli_main(["demo", "--target", "no-such-model", "--out", str(tmp_path / "t")])
     err = capsys.readouterr().err
     assert rc == 2 and err == "specviz demo: model 'no-such-model' is not a built-in name ...\n"

@@ -43,12 +43,14 @@ def test_packed_forward_matches_f_linear(dtype, tol, bias, shape):
         got = model(x)
     assert got.shape == ref.shape and got.dtype == ref.dtype
     torch.testing.assert_close(got, ref, rtol=tol, atol=tol)
-    # control: the comparison sees a wrong packed weight (a stale snapshot after an edit)
+    # an edit after packing is noticed (repacked); control: the edit changed the output
     with torch.no_grad():
+        before = model[0](x)
         model[0].weight.mul_(1.1)
         ref_edited = nn.functional.linear(x, model[0].weight, model[0].bias)
-        stale = model[0](x)
-    assert not torch.allclose(stale, ref_edited, rtol=tol, atol=tol)
+        edited = model[0](x)
+    torch.testing.assert_close(edited, ref_edited, rtol=tol, atol=tol)
+    assert not torch.allclose(before, ref_edited, rtol=tol, atol=tol)
 
 
 def test_packed_kernel_runs_and_stock_linears_pauses_it(monkeypatch):
@@ -200,7 +202,7 @@ def test_keep_dense_false_frees_untied_weights_and_keeps_outputs():
     from specviz.models import load_model
 
     with pytest.raises(ValueError, match="pass packed=True"):
-        load_model("smollm2-135m", keep_dense=False)
+        load_model("smollm2-135m", keep_dense=False, packed=False)
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")

@@ -44,6 +44,8 @@ from torch import nn
 _PACKED = "_specviz_packed_weight"
 _PAUSED = "_specviz_packed_paused"
 _DROPPED = "_specviz_dense_dropped"
+_SHAPES = "_specviz_packed_shapes"  # (one row packed?, several rows packed?); absent: both
+_SOURCE = "_specviz_packed_source"  # (the weight Parameter packed, its version then)
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -69,19 +71,45 @@ def _dense_dropped_error(what: str) -> RuntimeError:
 
 
 def _packed_forward(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    if module.__dict__.get(_PAUSED, False) or (
-        torch.is_grad_enabled() and (x.requires_grad or module.weight.requires_grad)
+    d = module.__dict__
+    w = module._parameters["weight"]
+    shapes = d.get(_SHAPES)
+    if (
+        d.get(_PAUSED, False)
+        or (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))
+        # the kernel measured faster for this many rows (1: a decode step; more: a verify
+        # pass or a prefill) may be the stock one (specviz.use_fastest_kernels)
+        or (shapes is not None and not shapes[x.numel() > x.shape[-1]])
     ):
         # No autograd formula for the packed op: training and stock runs take F.linear.
-        if module.__dict__.get(_DROPPED, False):
+        if d.get(_DROPPED, False):
             raise _dense_dropped_error("the stock F.linear path (stock_linears or autograd)")
-        return nn.functional.linear(x, module.weight, module.bias)
-    if x.dtype != module.weight.dtype:
+        return nn.functional.linear(x, w, module.bias)
+    if x.dtype != w.dtype:
         raise TypeError(
-            f"packed linear: input dtype {x.dtype} does not match weight dtype "
-            f"{module.weight.dtype}"
+            f"packed linear: input dtype {x.dtype} does not match weight dtype {w.dtype}"
         )
-    return _packed_linear(x.contiguous(), module.__dict__[_PACKED], module.bias)
+    source, version, _ = d[_SOURCE]
+    if (w is not source or w._version != version) and not d.get(_DROPPED, False):
+        _pack(module)  # the weight was edited or replaced since it was packed: a fresh snapshot
+    return _packed_linear(x.contiguous(), d[_PACKED], module.bias)
+
+
+def _pack(m: nn.Module) -> None:
+    w = m._parameters["weight"]
+    with torch.no_grad():
+        # batch-size hint 1: the layout is chosen for decode-sized inputs, any row count works.
+        m.__dict__[_PACKED] = torch.ops.mkldnn._reorder_linear_weight(w.detach(), 1)
+    m.__dict__[_SOURCE] = (w, w._version, w.data_ptr())
+
+
+def _stale(m: nn.Module) -> bool:
+    """The weight was edited in place, replaced, or given new ``.data`` since it was packed."""
+    w = m._parameters["weight"]
+    source, version, ptr = m.__dict__[_SOURCE]
+    return not m.__dict__.get(_DROPPED, False) and (
+        w is not source or w._version != version or w.data_ptr() != ptr
+    )
 
 
 def _packed_linear(
@@ -93,8 +121,10 @@ def _packed_linear(
 def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bool = True) -> int:
     """Pack (``enabled=True``) or unpack every CPU ``nn.Linear`` of ``model``, in place.
 
-    Returns the number of linear layers now packed. Packing again is a no-op for layers
-    already packed; call it after any change to the weights (the packed copy is a snapshot).
+    Returns the number of linear layers now packed. The packed copy is a snapshot: a weight
+    edited in place (``copy_``, ``load_state_dict``) or replaced by another Parameter is
+    noticed at the layer's next call and packed again; after assigning ``weight.data``, call
+    this again (it repacks exactly the layers whose weights changed).
     ``keep_dense=False`` frees each packed layer's dense weight unless another parameter or
     buffer of ``model`` shares its storage (tied embeddings); the weight becomes a zero-stride
     placeholder of the same shape and dtype, and paths that need the dense values raise.
@@ -108,8 +138,8 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
         for module in model.modules():
             if _PACKED in module.__dict__:
                 del module.__dict__[_PACKED]
-                module.__dict__.pop("forward", None)
-                module.__dict__.pop(_PAUSED, None)
+                for key in ("forward", _PAUSED, _SHAPES, _SOURCE):
+                    module.__dict__.pop(key, None)
         return 0
     if not packing_available():
         raise RuntimeError("packed weights need PyTorch's oneDNN (mkldnn) CPU backend")
@@ -121,17 +151,45 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
         )
     uses = None if keep_dense else _storage_uses(model)
     files = [] if keep_dense else _file_mappings()
-    with torch.no_grad():
-        for m in layers:
-            if _PACKED not in m.__dict__:
-                # batch-size hint 1: the layout is chosen for decode-sized inputs, any row
-                # count works.
-                packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), 1)
-                m.__dict__[_PACKED] = packed
-                m.__dict__["forward"] = _packed_forward.__get__(m)
-            if uses is not None:
-                _drop_dense(m, uses, files)  # layer by layer: the copies never coexist whole
+    for m in layers:
+        if _PACKED not in m.__dict__:
+            _pack(m)
+            m.__dict__["forward"] = _packed_forward.__get__(m)
+        elif _stale(m):
+            _pack(m)
+        if uses is not None:
+            _drop_dense(m, uses, files)  # layer by layer: the copies never coexist whole
     return len(layers)
+
+
+def route_packed(model: nn.Module, *, decode: bool, verify: bool) -> int:
+    """Choose, per input shape, between the packed and the stock kernel of every packed layer
+    of ``model``: ``decode`` for one activation row (a decode step), ``verify`` for several
+    (a verify pass, a prefill, a batch). Both True is plain packing; both False unpacks (the
+    packed copies are freed). A mix needs the dense weights (``keep_dense=True``). Returns the
+    number of packed layers. Used by :func:`specviz.use_fastest_kernels`."""
+    layers = _packed_modules(model)
+    if not decode and not verify:
+        use_packed_weights(model, False)
+        return 0
+    if decode != verify and any(m.__dict__.get(_DROPPED, False) for m in layers):
+        raise _dense_dropped_error("a per-shape kernel choice (stock kernels for some shapes)")
+    for m in layers:
+        if decode and verify:
+            m.__dict__.pop(_SHAPES, None)
+        else:
+            m.__dict__[_SHAPES] = (decode, verify)
+    return len(layers)
+
+
+def packed_shapes(model: nn.Module) -> tuple[bool, bool]:
+    """(decode packed?, verify packed?) for ``model``'s linear layers: (False, False) when
+    nothing is packed."""
+    layers = _packed_modules(model)
+    if not layers:
+        return (False, False)
+    shapes = layers[0].__dict__.get(_SHAPES, (True, True))
+    return bool(shapes[0]), bool(shapes[1])
 
 
 def _storage_uses(model: nn.Module) -> dict[int, int]:
@@ -152,6 +210,7 @@ def _drop_dense(m: nn.Module, uses: dict[int, int], files: list[tuple[int, int]]
     _release_file_pages(w, files)
     m.weight = nn.Parameter(placeholder, requires_grad=False)
     m.__dict__[_DROPPED] = True
+    m.__dict__[_SOURCE] = (m.weight, m.weight._version, m.weight.data_ptr())
 
 
 def _file_mappings() -> list[tuple[int, int]]:

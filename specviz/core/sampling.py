@@ -20,7 +20,19 @@ import torch
 
 from .args import as_int, check_flag
 
-__all__ = ["SamplingParams", "logits_to_probs", "sample", "sample_with_uniform", "check_logits"]
+__all__ = [
+    "SamplingParams",
+    "check_logits",
+    "logits_to_probs",
+    "sample",
+    "sample_grouped",
+    "sample_with_uniform",
+    "softmax",
+]
+
+# Rows shorter than this take the elementwise softmax (no thread-pool fork). It depends on
+# the row length only, so one row gets the same bits alone or in a batch of any size.
+_SHORT_ROW = 4096
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,22 @@ def check_logits(logits: torch.Tensor, who: str) -> None:
         )
 
 
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``torch.softmax`` without its thread-pool fork on small tensors.
+
+    ATen's softmax splits rows across threads whatever their size (grain size 0): on a few
+    rows of a toy vocabulary the fork costs ~1000x the work, and on a busy machine a call
+    measured 3 us one time and 1.5 ms the next (the spin-wait for a descheduled thread).
+    Short rows (toy vocabularies) take the elementwise path, whose ops stay on the calling
+    thread for small tensors; the choice depends on the row length only, so a row's result
+    does not depend on how many rows are computed with it.
+    """
+    if x.shape[dim] >= _SHORT_ROW:
+        return torch.softmax(x, dim=dim)
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 def _warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     # [..., V] float32 logits -> processed logits with -inf for removed tokens.
     scores = logits
@@ -104,7 +132,7 @@ def _warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         scores = scores.masked_fill(scores < kth, float("-inf"))
     if params.top_p is not None and params.top_p < 1.0:
         sorted_scores, sorted_idx = torch.sort(scores, dim=-1, descending=False)
-        cum = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        cum = softmax(sorted_scores).cumsum(dim=-1)
         remove_sorted = cum <= (1.0 - params.top_p)
         remove_sorted[..., -1:] = False  # min_tokens_to_keep = 1
         remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
@@ -127,7 +155,7 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     limit = _cold_limit(logits, params.temperature)
     if limit is not None:
         return limit
-    return torch.softmax(_warp(logits, params), dim=-1)
+    return softmax(_warp(logits, params))
 
 
 def _cold_limit(logits: torch.Tensor, temperature: float) -> torch.Tensor | None:
@@ -157,7 +185,8 @@ def sample_with_uniform(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """probs [..., V], u [...] in [0, 1) -> the token whose CDF interval contains u."""
     cdf = probs.double().cumsum(-1)  # [..., V]; float64 so the tail keeps its mass
     total = cdf[..., -1]
-    if not bool(torch.isfinite(total).all() and (total > 0).all()):
+    lo, hi = torch.aminmax(total)  # NaN propagates: fails the test below
+    if not (float(lo) > 0 and math.isfinite(float(hi))):
         raise FloatingPointError(
             "cannot sample: the probabilities are NaN/inf or all zero (check the logits and "
             "the sampling parameters)"
@@ -165,6 +194,51 @@ def sample_with_uniform(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     x = (u.to(cdf.dtype) * total).unsqueeze(-1)
     idx = torch.searchsorted(cdf, x, right=True).squeeze(-1)  # first token with CDF > x
     vocab = probs.shape[-1]
+    over = idx >= vocab
+    if not bool(over.any()):
+        return idx
     # u * total can round up to total: fall back to the last token with mass
     last = vocab - 1 - (probs.flip(-1) > 0).long().argmax(-1)
-    return torch.where(idx >= vocab, last, idx)
+    return torch.where(over, last, idx)
+
+
+def sample_grouped(laws: torch.Tensor, owner: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling of many rows from a few laws: row r draws from ``laws[owner[r]]``
+    with its uniform ``u[r]``. laws [M, V] (unnormalised is fine: u is scaled by each law's
+    total), owner [R] int64, u [R] float64 -> [R] int64.
+
+    Each law's CDF is built once (not once per row that draws from it), and every row's
+    token is exactly what :func:`sample_with_uniform` gives for that row alone (the same
+    float64 prefix sums and comparisons), so batched rows reproduce serial runs bit for bit.
+    """
+    if owner.numel() == 0:
+        return torch.empty(0, dtype=torch.long, device=laws.device)
+    cdf = laws.double().cumsum(-1)  # [M, V]
+    total = cdf[:, -1]
+    lo, hi = torch.aminmax(total)
+    if not (float(lo) > 0 and math.isfinite(float(hi))):
+        raise FloatingPointError(
+            "cannot sample: the probabilities are NaN/inf or all zero (check the logits and "
+            "the sampling parameters)"
+        )
+    owner = owner.to(laws.device)
+    x = u.to(cdf.device, cdf.dtype) * total[owner]  # [R]
+    M, R = laws.shape[0], owner.numel()
+    if R == M and bool((owner == torch.arange(M, device=owner.device)).all()):
+        idx = torch.searchsorted(cdf, x.view(-1, 1), right=True).view(-1)
+    else:  # rows sorted by law, padded to the largest group: one batched search
+        order = torch.argsort(owner, stable=True)
+        counts = torch.bincount(owner, minlength=M)
+        starts = torch.cumsum(counts, 0) - counts
+        slot = torch.arange(R, device=owner.device) - starts[owner[order]]
+        grid = torch.full((M, int(counts.max())), math.inf, dtype=cdf.dtype, device=cdf.device)
+        grid[owner[order], slot] = x[order]
+        found = torch.searchsorted(cdf, grid, right=True)  # [M, c]
+        idx = torch.empty(R, dtype=torch.long, device=laws.device)
+        idx[order] = found[owner[order], slot]
+    vocab = laws.shape[-1]
+    over = idx >= vocab
+    if bool(over.any()):  # u * total rounded up to total: the last token with mass
+        last = vocab - 1 - (laws.flip(-1) > 0).long().argmax(-1)  # [M]
+        idx = torch.where(over, last[owner], idx)
+    return idx

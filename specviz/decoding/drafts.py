@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..core.batch_runners import batch_runner
-from ..core.sampling import SamplingParams, logits_to_probs, sample_with_uniform
+from ..core.sampling import SamplingParams, logits_to_probs, sample_grouped
 from ..drafting.base import Draft, Drafter, TreeDraft
 from ..drafting.modes import _draft_step, check_draft_logits
 from ..drafting.policies import DraftStop
@@ -171,7 +171,8 @@ class ModelGroups(DraftSource):
             rows = [(p, r) for p in drawing for r in members[p]]
             if q_all is not None:  # every drawing row at once, from its group's q
                 owner = [p for p, _ in rows]
-                toks = _sample_rows(q_all[owner], [r.generator for _, r in rows], params.is_greedy)
+                gens = [r.generator for _, r in rows]
+                toks = _sample_rows(q_all, gens, params.is_greedy, owner)
                 drawn = [(p, r, t, q_all[p]) for (p, r), t in zip(rows, toks, strict=True)]
             else:  # the bug zoo's misbehaving drafts, row by row
                 drawn = []
@@ -257,14 +258,18 @@ def _draft_group(parent: int, rows: list[Row], prop: Draft | TreeDraft) -> Draft
     return DraftGroup(parent, rows, prop.tokens, prop.q_draft, tree, None if tree else prop)
 
 
-def _sample_rows(probs: torch.Tensor, gens: list[torch.Generator], greedy: bool) -> list[int]:
-    """One token per row of ``probs`` [r, V], each row with one uniform from its own
-    generator (the draw ``sample`` would make), sampled in one vectorised call."""
+def _sample_rows(
+    probs: torch.Tensor, gens: list[torch.Generator], greedy: bool, owner: list[int] | None = None
+) -> list[int]:
+    """One token per row, row r drawing from ``probs[owner[r]]`` ([M, V]; ``owner`` None:
+    row r from ``probs[r]``) with one uniform from its own generator (the draw ``sample``
+    would make); each law's CDF is built once however many rows draw from it."""
     if not gens:
         return []
+    idx = torch.tensor(owner if owner is not None else range(len(gens)), dtype=torch.long)
     if greedy:
-        return probs.argmax(-1).tolist()
+        return probs.argmax(-1)[idx.to(probs.device)].tolist()
     u = torch.stack(
         [torch.rand((), generator=g, device=g.device, dtype=torch.float64) for g in gens]
     )
-    return sample_with_uniform(probs, u.to(probs.device)).tolist()
+    return sample_grouped(probs, idx, u.to(probs.device)).tolist()

@@ -62,9 +62,14 @@ def rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float], 
     ranking is by probability, ties broken by id (the order of randomized_pit)."""
     tok = tokens.to(probs.device).view(-1, 1)
     px = probs.gather(1, tok)  # [c, 1]
-    ids = torch.arange(probs.shape[1], device=probs.device).view(1, -1)
-    above = (probs > px) | ((probs == px) & (ids < tok))
-    return px.view(-1).tolist(), (probs * above).sum(1).tolist()
+    mass = torch.where(probs > px, probs, 0.0).sum(1)  # [c]
+    ties = (probs == px).sum(1) > 1  # another token with exactly p(token): rare
+    if bool(ties.any()):  # ties ranked by id: those before the token count as above it
+        rows = ties.nonzero().view(-1)
+        ids = torch.arange(probs.shape[1], device=probs.device).view(1, -1)
+        before = (probs[rows] == px[rows]) & (ids < tok[rows])
+        mass[rows] += (probs[rows] * before).sum(1)
+    return px.view(-1).tolist(), mass.tolist()
 
 
 def _source(draft: Draft | None, i: int) -> dict[str, Any]:

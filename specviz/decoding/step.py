@@ -272,6 +272,14 @@ class Decoder:
             for (di, _), v in zip(items, vs, strict=True):
                 grouped[di].append(v)
             return grouped
+        if self.spec.verify_groups is not None and all(dg.tree is None for dg in dgs):
+            # every row of the step at once: V-sized work once per distinct law, not per row
+            return self.spec.verify_groups(
+                [(dg.tokens, dg.q_draft) for dg in dgs],
+                p_all,
+                [[r.generator for r in dg.rows] for dg in dgs],
+                residuals=self.trace,
+            )
         out: list[list[Any]] = []
         for di, dg in enumerate(dgs):
             if dg.tree is not None:
@@ -286,9 +294,10 @@ class Decoder:
             p = p_all[di, : k + 1]  # [k+1, V]
             if k == 0 and len(dg.rows) > 1:  # a plain step: every rule samples p[0]
                 toks = _sample_rows(
-                    p[:1].expand(len(dg.rows), -1),
+                    p[:1],
                     [r.generator for r in dg.rows],
                     self.params.is_greedy or self.logits_suffice,
+                    [0] * len(dg.rows),
                 )
                 none = torch.empty(0, device=p.device)
                 out.append([Verdict(0, t, "bonus", none, none, None) for t in toks])

@@ -224,14 +224,19 @@ def measure_verify_cost(
     repeats: int = 5,
     vocab_hint: int = 1000,
     seed: int = 0,
+    sizes: Sequence[int] | None = None,
 ) -> VerifyCost:
     """Time one target call fed 1..max_tokens tokens at a given context length.
 
     Each measurement extends a cache of ``context`` tokens and crops back, exactly what the
-    engine's verify step does; the median of ``repeats`` is kept.
+    engine's verify step does; the median of ``repeats`` is kept. ``sizes`` times only those
+    token counts (1 always included; :meth:`VerifyCost.time` interpolates between them).
     """
     if max_tokens < 1 or context < 1 or repeats < 1:
         raise ValueError("max_tokens, context and repeats must all be >= 1")
+    wanted = sorted({1, *(int(n) for n in sizes)}) if sizes is not None else None
+    if wanted is not None and (wanted[-1] > max_tokens or wanted[0] < 1):
+        raise ValueError(f"sizes must lie in 1..max_tokens={max_tokens}, got {sizes!r}")
     from ..core.runners import vocab_size_of
 
     runner = _runner(model)
@@ -241,7 +246,7 @@ def measure_verify_cost(
     ctx = torch.randint(0, vocab_hint, (context,), generator=g)
     runner.extend(ctx, 1)
     tokens, seconds = [], []
-    for n in range(1, max_tokens + 1):
+    for n in wanted if wanted is not None else range(1, max_tokens + 1):
         fed = torch.randint(0, vocab_hint, (n,), generator=g)
         runner.extend(fed, n)  # warm-up for this shape
         runner.crop(context)

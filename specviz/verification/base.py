@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..core.sampling import sample
+from ..core.sampling import sample, sample_grouped, sample_with_uniform
 from .trees import _verify_tree_greedy, _verify_tree_lossless
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "get_verifier",
     "verify_greedy",
     "verify_lossless",
+    "verify_lossless_groups",
 ]
 
 
@@ -151,6 +152,133 @@ def _verify_lossless(tokens, q_draft, p_target, generator) -> Verdict:
     return _lossless_core(tokens, q_draft, p_target, generator, accept_prob, u)
 
 
+def verify_lossless_groups(
+    drafts: list[tuple[torch.Tensor, torch.Tensor | None]],
+    p_target: torch.Tensor,
+    generators: list[list[torch.Generator]],
+    *,
+    residuals: bool = True,
+) -> list[list[Verdict]]:
+    """The lossless rule for every row of a step at once.
+
+    ``drafts[d] = (tokens [k_d], q_draft [k_d, V] or None)`` is draft group d, ``p_target``
+    [D, >= k_d + 1, V] its target laws, ``generators[d]`` its rows' generators. Each row
+    draws exactly what :func:`verify_lossless` draws (k_d uniforms, then one for the next
+    token), but the V-sized work runs once per distinct law, not once per row: acceptance
+    for all groups in one tensor, and every row's next token by :func:`sample_grouped` from
+    the law of its (group, first rejection) -- the unnormalised residual max(0, p - q), or p
+    for a bonus token. ``residuals=False`` skips the normalised residuals the trace shows.
+    """
+    if len(generators) == 1 and len(generators[0]) == 1:  # the serial engine: one row
+        (tokens, q), (gen,) = drafts[0], generators[0]
+        return [[_verify_one(tokens, q, p_target[0], gen, residuals)]]
+    dev = p_target.device
+    ks = [int(t.numel()) for t, _ in drafts]
+    accept = _acceptance(drafts, p_target, ks)  # [D, kmax]
+    # every row's uniforms, from its own generator in the serial order
+    owner = [d for d, gens in enumerate(generators) for _ in gens]
+    gens = [g for row_gens in generators for g in row_gens]
+    us = [torch.rand(ks[d], generator=g, device=dev) for d, g in zip(owner, gens, strict=True)]
+    n_row = [0] * len(gens)
+    if accept.shape[1] and gens:
+        U = torch.full((len(gens), accept.shape[1]), 2.0, device=dev)  # padding never accepts
+        for r, u in enumerate(us):
+            U[r, : u.numel()] = u
+        owner_t = torch.tensor(owner, device=dev)
+        n_row = (U < accept[owner_t]).long().cumprod(1).sum(1).tolist()
+    # one law per distinct (group, first rejection)
+    key_of: dict[tuple[int, int], int] = {}
+    law_key = [key_of.setdefault((d, n), len(key_of)) for d, n in zip(owner, n_row, strict=True)]
+    laws, rejected = _laws(drafts, p_target, ks, list(key_of))
+    draws = [torch.rand((), generator=g, device=g.device, dtype=torch.float64) for g in gens]
+    u_next = torch.stack(draws).to(dev) if draws else torch.empty(0, dtype=torch.float64)
+    toks = sample_grouped(laws, torch.tensor(law_key, dtype=torch.long), u_next).tolist()
+    normed: dict[int, torch.Tensor] = {}
+    if residuals and rejected:
+        rows = torch.tensor(rejected, device=dev)
+        normed = dict(zip(rejected, laws[rows] / laws[rows].sum(-1, keepdim=True), strict=True))
+    out: list[list[Verdict]] = [[] for _ in drafts]
+    for r, (d, n, m) in enumerate(zip(owner, n_row, law_key, strict=True)):
+        kind = "bonus" if n == ks[d] else "corrected"
+        out[d].append(Verdict(n, toks[r], kind, accept[d, : ks[d]], us[r], normed.get(m)))
+    return out
+
+
+def _acceptance(drafts, p_target: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    """min(1, p(x) / q(x)) of every drafted token of every group, [D, kmax] (0 past k_d);
+    a drafted token with q(x) = 0 is refused (its drafter misreported its law)."""
+    dev, D, kmax = p_target.device, len(drafts), max(ks, default=0)
+    if not kmax:
+        return torch.zeros(D, 0, device=dev)
+    tok = torch.zeros(D, kmax, dtype=torch.long, device=dev)
+    q_x = torch.ones(D, kmax, device=dev)  # point masses: q(x) = 1
+    for d, (t, q) in enumerate(drafts):
+        tok[d, : ks[d]] = t.to(dev)
+        if q is not None and ks[d]:
+            q_x[d, : ks[d]] = q.to(dev)[torch.arange(ks[d], device=dev), tok[d, : ks[d]]]
+    p_x = p_target[:, :kmax].gather(-1, tok.unsqueeze(-1)).squeeze(-1)  # [D, kmax]
+    bad = (q_x <= 0).nonzero()
+    if bad.numel():
+        d, i = (int(x) for x in bad[0])
+        raise ValueError(
+            f"drafted token {int(tok[d, i])} at draft position {i} has q_draft = 0: "
+            "a drafter must report the distribution it sampled from"
+        )
+    return torch.clamp(p_x / q_x, max=1.0)
+
+
+def _laws(drafts, p_target: torch.Tensor, ks: list[int], keys: list[tuple[int, int]]):
+    """The law of each (group d, first rejection n): p[d, k_d] for a bonus token, else the
+    unnormalised residual max(0, p[d, n] - q[d, n]). Returns ([M, V], rejected law indices)."""
+    dev, V = p_target.device, p_target.shape[-1]
+    d_idx = torch.tensor([d for d, _ in keys], dtype=torch.long, device=dev)
+    n_idx = torch.tensor([n for _, n in keys], dtype=torch.long, device=dev)
+    laws = p_target[d_idx, n_idx]  # [M, V]: p at each law's position
+    rejected = [m for m, (d, n) in enumerate(keys) if n < ks[d]]
+    if rejected:
+        q_rows = []
+        for m in rejected:
+            d, n = keys[m]
+            t, q = drafts[d]
+            q_rows.append(
+                q[n].to(dev) if q is not None else _point_mass(t[n : n + 1], V, p_target)[0]
+            )
+        rows = torch.tensor(rejected, device=dev)
+        residual = torch.clamp(laws[rows] - torch.stack(q_rows), min=0.0)
+        # A rejection implies p(x) < q(x), so the residual has mass; only rounding can empty
+        # it (p == q up to float error), and then p itself is the right limit.
+        keep = residual.amax(-1) > 0
+        laws[rows] = torch.where(keep.unsqueeze(-1), residual, laws[rows])
+    return laws, rejected
+
+
+def _verify_one(tokens, q_draft, p_target, generator, residuals: bool) -> Verdict:
+    """One row of :func:`verify_lossless_groups`, the same draws and the same arithmetic."""
+    k = tokens.numel()
+    accept = torch.zeros(0, device=p_target.device)
+    if k:
+        q, p_x, q_x = _gathered(tokens, q_draft, p_target)
+        if bool((q_x <= 0).any()):
+            i = int((q_x <= 0).nonzero()[0])
+            raise ValueError(
+                f"drafted token {int(tokens[i])} at draft position {i} has q_draft = 0: "
+                "a drafter must report the distribution it sampled from"
+            )
+        accept = torch.clamp(p_x / q_x, max=1.0)
+    u = torch.rand(k, generator=generator, device=p_target.device)
+    n = _first_false(u < accept) if k else 0
+    if n == k:
+        law, residual = p_target[k], None
+    else:
+        law = torch.clamp(p_target[n] - q[n], min=0.0)
+        if not bool(law.amax() > 0):  # emptied by rounding only: p itself is the limit
+            law = p_target[n]
+        residual = law / law.sum() if residuals else None
+    v = torch.rand((), generator=generator, device=generator.device, dtype=torch.float64)
+    tok = int(sample_with_uniform(law, v.to(p_target.device)))
+    return Verdict(n, tok, "bonus" if n == k else "corrected", accept, u, residual)
+
+
 def verify_greedy(tokens, q_draft, p_target, generator) -> Verdict:
     """Greedy matching: keep drafts while they equal the target's argmax."""
     check_chain_shapes(tokens, q_draft, p_target, "verify_greedy")
@@ -173,6 +301,8 @@ class VerifierSpec:
     lossless: bool
     description: str
     draft_mode: str = "exact"  # how a model drafter must misbehave to reproduce the bug
+    # The same rule for every row of a step at once (the engines use it when set).
+    verify_groups: Callable | None = None
     # Token trees: the rule for a TreeDraft (None: this rule verifies chains only), and the
     # way a tree drafter must draw siblings to reproduce the bug (None: any).
     verify_tree: Callable | None = None
@@ -193,6 +323,7 @@ VERIFIERS: dict[str, VerifierSpec] = {
             True,
             "min(1, p/q), residual, bonus; trees: the rule of their sampling",
             verify_tree=_verify_tree_lossless,
+            verify_groups=verify_lossless_groups,
         ),
         VerifierSpec(
             "greedy",

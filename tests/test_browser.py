@@ -415,41 +415,55 @@ _EXPLORER_STRIP = """el => {
 }"""
 
 
+def _poll(pg, js: str, arg, timeout_s: float) -> None:
+    """Wait until ``js(el, arg)`` is true for the element ``pg`` locates *now*. JupyterLab
+    may detach an output while it is out of view and attach a new node later, so a handle
+    taken earlier can go stale: each poll finds the element afresh."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(Exception):  # the node is being replaced: try again
+            if pg.evaluate(js, arg):
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {js[:80]!r}")
+        time.sleep(0.25)
+
+
 def _try_your_own(page, shot) -> None:
     """Notebook 02's PromptPlayground: it opened on a run (the strip and a TraceExplorer), an
     empty prompt is reported under the controls, and a new prompt comes back as a new run."""
     pg = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-textarea")).first
     pg.scroll_into_view_if_needed()
     assert pg.locator(".js-plotly-plot").count() == 5, "the strip and the explorer's 4 panels"
-    el = pg.element_handle()
-    before = page.evaluate(_GENERATED, el)
+    before = pg.evaluate(_GENERATED)
     assert before, "the playground did not run at construction"
-    strip_before = page.evaluate(_EXPLORER_STRIP, el)
+    strip_before = pg.evaluate(_EXPLORER_STRIP)
     run = pg.locator("button", has_text=re.compile(r"^\s*Run\s*$"))
     box = pg.locator(".widget-textarea textarea")
     box.fill("")
     run.click()
-    page.wait_for_function(
-        "el => el.textContent.includes('cannot run: the prompt is empty')", arg=el, timeout=60_000
-    )
+    _poll(pg, "(el, _) => el.textContent.includes('the prompt is empty')", None, 60)
+    assert "cannot run: the prompt is empty" in pg.inner_text()
     pg.screenshot(path=f"{shot}_playground_error.png")
     box.fill("Write one sentence about the sea.")
     run.click()
-    page.wait_for_function(
-        """([el, before]) => {
+    _poll(
+        pg,
+        """(el, before) => {
             const pre = el.querySelector('pre');
             return pre && pre.textContent !== before && el.textContent.includes('ran in ')
                 && el.querySelectorAll('.js-plotly-plot').length === 5;
         }""",
-        arg=[el, before],
-        timeout=120_000,
+        before,
+        120,
     )
     # the new run's TraceExplorer replaced the old one (its strip shows the new tokens)
-    page.wait_for_function(
-        f"""([el, old]) => ({_EXPLORER_STRIP})(el) !== old
+    _poll(
+        pg,
+        f"""(el, old) => ({_EXPLORER_STRIP})(el) !== old
             && [...el.querySelectorAll('.js-plotly-plot')].every(g => g.data && g.data.length)""",
-        arg=[el, strip_before],
-        timeout=60_000,
+        strip_before,
+        60,
     )
     page.wait_for_timeout(1000)
     assert "cannot run" not in pg.inner_text()

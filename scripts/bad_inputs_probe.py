@@ -1158,9 +1158,9 @@ def _():
     return demo_cli(["--target", "no-such-model", "--draft", "smollm2-135m"])
 
 
-@cli("C19", "--gamma 0 (before loading)", "--gamma")
+@cli("C19", "--gamma -1 (before loading)", "--gamma")
 def _():
-    return demo_cli(["--target", "smollm2-135m", "--draft", "smollm2-135m", "--gamma", "0"])
+    return demo_cli(["--target", "smollm2-135m", "--draft", "smollm2-135m", "--gamma=-1"])
 
 
 @cli("C19", "--categories bogus", "--categories", "bogus")

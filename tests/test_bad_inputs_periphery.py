@@ -366,7 +366,7 @@ def _replace(index: int, raw: bytes) -> Callable:
     [
         (_replace(2, b"[1, 2, 3]"), "line 3: a list, not a JSON object"),
         (_record(1, lambda d: d.pop("kind")), "line 2: kind is None, expected 'sample' or 'greedy'"),
-        (_record(1, lambda d: d.update(tokens="ab")), "line 2: tokens is 'ab', expected a list of strings"),
+        (_record(1, lambda d: d.update(tokens="ab")), "line 2: tokens is 'ab', expected a list of strings (or of token ids)"),
         (_replace(2, b"\xff\xfe\x00garbage"), "line 3: not UTF-8 text"),
         (_record(1, lambda d: d.update(tokens=d["tokens"][:1], logprobs=d["logprobs"][:1], completion_tokens=None)), "line 2: finish_reason 'length' with 1 tokens of 2: cut short"),
         (_record(1, lambda d: d.update(prompt=7)), "line 2: prompt 7 but this audit has 1 prompt"),

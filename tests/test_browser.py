@@ -434,7 +434,8 @@ def _try_your_own(page, shot) -> None:
     empty prompt is reported under the controls, and a new prompt comes back as a new run."""
     pg = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-textarea")).first
     pg.scroll_into_view_if_needed()
-    assert pg.locator(".js-plotly-plot").count() == 5, "the strip and the explorer's 4 panels"
+    # the strip and the explorer's 4 panels (drawn again when the output comes back into view)
+    _poll(pg, "(el, _) => el.querySelectorAll('.js-plotly-plot').length === 5", None, 60)
     before = pg.evaluate(_GENERATED)
     assert before, "the playground did not run at construction"
     strip_before = pg.evaluate(_EXPLORER_STRIP)

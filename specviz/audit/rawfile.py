@@ -53,8 +53,11 @@ def check_record(rec: Any, cfg: AuditConfig | None) -> str | None:
         if not _is_int(rec.get(name)) or rec[name] < 0:
             return f"{name} is {rec.get(name)!r}, expected an integer >= 0"
     tokens, logprobs = rec.get("tokens"), rec.get("logprobs")
-    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-        return f"tokens is {_show(tokens)}, expected a list of strings"
+    # pieces (str) from a server's API, token ids (int) from an in-process engine
+    if not isinstance(tokens, list) or not (
+        all(isinstance(t, str) for t in tokens) or all(_is_int(t) for t in tokens)
+    ):
+        return f"tokens is {_show(tokens)}, expected a list of strings (or of token ids)"
     if not isinstance(logprobs, list) or not all(_is_num(v) for v in logprobs):
         return f"logprobs is {_show(logprobs)}, expected a list of numbers"
     if logprobs and len(logprobs) != len(tokens):

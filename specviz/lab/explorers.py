@@ -611,7 +611,7 @@ class PromptPlayground:
                 gamma=cfg["gamma"],
                 max_new_tokens=cfg["max_new_tokens"],
                 do_sample=sampling,
-                temperature=cfg["temperature"] if sampling else None,
+                temperature=cfg["temperature"] if sampling else 1.0,  # unused when greedy
                 top_p=cfg["top_p"] if sampling and cfg["top_p"] < 1 else None,  # 1: every token
                 seed=cfg["seed"],
                 eos_token_id=self.eos_token_id,

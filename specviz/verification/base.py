@@ -21,6 +21,7 @@ import torch
 
 from ..core.sampling import sample, sample_grouped, sample_with_uniform
 from .trees import _verify_tree_greedy, _verify_tree_lossless
+from .verdict import Verdict, VerifyFn
 
 __all__ = [
     "PREFIXES",
@@ -33,19 +34,6 @@ __all__ = [
     "verify_lossless",
     "verify_lossless_groups",
 ]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    num_accepted: int
-    next_token: int
-    next_kind: str  # "corrected" (after a rejection) or "bonus" (all drafts accepted)
-    accept_prob: torch.Tensor  # [k] probability each draft would be accepted
-    u: torch.Tensor  # [k] the uniform draws (NaN where the rule draws none)
-    residual: torch.Tensor | None  # [V] the law the corrected token was drawn from
-
-
-VerifyFn = Callable[[torch.Tensor, "torch.Tensor | None", torch.Tensor, torch.Generator], Verdict]
 
 
 def _point_mass(tokens: torch.Tensor, vocab: int, like: torch.Tensor) -> torch.Tensor:

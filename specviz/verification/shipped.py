@@ -8,7 +8,7 @@ the engine, :func:`~specviz.checks.consistency_check`, the notebooks and the con
 :data:`~specviz.verification.base.PREFIXES` and stay out of
 :data:`~specviz.verification.base.VERIFIERS`: the first wing's tables state every member there on
 one first-token toy, and several of these need more than one position, one round or one row to
-show (their stated settings and exact laws are in :mod:`specviz.verification.shipped_laws`).
+show (their stated settings and exact laws are in :mod:`specviz.effects.shipped`).
 
 Where a bug lived in the *drafter* (the draft's random numbers reused), the rule reproduces its
 law from the verifier's side, given the drafted token: that is exact, because conditioning the

@@ -1208,8 +1208,8 @@ def load_pair(
     :class:`~specviz.drafting.CrossVocabDrafter`, ready to pass as ``draft`` to every entry
     point; ``tokenizer`` is the target's.
     """
-    if cross_vocab is not None and cross_vocab not in _CROSS_VOCAB_DRAFTERS:
-        known = tuple(_CROSS_VOCAB_DRAFTERS) or ("intersection", "string")
+    if cross_vocab is not None and cross_vocab not in _cross_vocab().CROSS_VOCAB_METHODS:
+        known = _cross_vocab().CROSS_VOCAB_METHODS
         raise ValueError(f"cross_vocab must be None or one of {known}, got {cross_vocab!r}")
     target_tokenizer = load_tokenizer(target, source=source, progress=progress)
     draft_tokenizer = load_tokenizer(draft, source=source, progress=progress)
@@ -1239,8 +1239,8 @@ def load_pair(
         threads=False,  # the target's choice holds for the process
     )
     if cross_vocab is not None:
-        drafter = _CROSS_VOCAB_DRAFTERS[cross_vocab](
-            draft_model, draft_tokenizer, target_tokenizer,
+        drafter = _cross_vocab().CrossVocabDrafter(
+            draft_model, draft_tokenizer, target_tokenizer, method=cross_vocab,
             target_vocab_size=_logit_dim(target_model),
         )  # fmt: skip
         return ModelPair(target_model, drafter, target_tokenizer)
@@ -1248,9 +1248,11 @@ def load_pair(
     return ModelPair(target_model, draft_model, target_tokenizer)
 
 
-#: ``load_pair(..., cross_vocab=method)`` -> the drafter's constructor. Filled by
-#: :mod:`specviz.drafting.cross_vocab` (a higher layer, imported with the package).
-_CROSS_VOCAB_DRAFTERS: dict[str, Any] = {}
+def _cross_vocab() -> Any:
+    """:mod:`specviz.drafting.cross_vocab`, looked up by name when ``load_pair(cross_vocab=...)``
+    runs: drafting sits above this module, so nothing here imports it, and no table is filled
+    on import (the order modules were imported in does not matter)."""
+    return importlib.import_module("specviz.drafting.cross_vocab")
 
 
 # --------------------------------------------------------------------------- vocabulary checks

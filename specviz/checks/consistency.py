@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..core.args import check_flag
+from ..core.drawing import view
 from ..core.runners import vocab_size_of
 from ..core.sampling import SamplingParams
 from ..decoding.batched import (
@@ -110,9 +111,8 @@ class ConsistencyReport:
     def figures(self, tokenizer: Any = None) -> dict[str, Any]:
         """Observed-vs-reference bars (first token, labelled by token text when ``tokenizer``
         is given, else ``#id``), p-value QQ plot, PIT histogram."""
-        from ..views.reports import consistency_figures
-
-        return consistency_figures(self, tokenizer=tokenizer)
+        # a view: drawn by specviz.views.reports.consistency_figures (core/drawing.py says why)
+        return view("reports.consistency_figures")(self, tokenizer=tokenizer)
 
 
 def _sample_arm(fn, n: int, batch_size: int, seed: int, desc: str, progress: bool, **kw):

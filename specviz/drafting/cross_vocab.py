@@ -43,7 +43,7 @@ Example with two toy vocabularies::
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -579,23 +579,3 @@ def coverage_by_category(
             ok = bool(reach[t]) if 0 <= t < reach.numel() else False
             rows.append(dict(category=category, prompt=i, position=pos, coverage=c, reachable=ok))
     return pd.DataFrame(rows, columns=["category", "prompt", "position", "coverage", "reachable"])
-
-
-def _make(method: str) -> Callable[..., CrossVocabDrafter]:
-    def make(draft_model: Any, draft_tokenizer: Any, target_tokenizer: Any, **kw: Any):
-        return CrossVocabDrafter(
-            draft_model, draft_tokenizer, target_tokenizer, method=method, **kw
-        )
-
-    return make
-
-
-def _register() -> None:
-    # load_pair (specviz.models, a lower layer) builds these drafters through this table
-    from .. import models
-
-    for method in CROSS_VOCAB_METHODS:
-        models._CROSS_VOCAB_DRAFTERS[method] = _make(method)
-
-
-_register()

@@ -223,7 +223,8 @@ def _draft_source(draft: Any, mode: str, policy: Any, vocab: int | None) -> Draf
     if isinstance(draft, ModelDrafter) or not hasattr(draft, "propose"):
         drafter = as_drafter(draft)  # a clear error for something that is neither
         check_vocab(vocab, drafter)
-        return ModelGroups(drafter.model, mode, drafter.name, policy.draft_stop())
+        stop = policy.draft_stop() or drafter.stop  # a ConfidenceStopDrafter brings its own
+        return ModelGroups(drafter.model, mode, drafter.name, stop)
     drafter = policy_drafter(as_drafter(draft, mode=mode), policy)
     check_vocab(vocab, drafter)
     return DrafterGroups(drafter)

@@ -11,8 +11,7 @@ import torch
 from ..core.batch_runners import batch_runner
 from ..core.sampling import SamplingParams, logits_to_probs, sample_grouped
 from ..drafting.base import Draft, Drafter, TreeDraft
-from ..drafting.modes import _draft_step, check_draft_logits
-from ..drafting.policies import DraftStop
+from ..drafting.modes import DraftStop, _draft_step, check_draft_logits
 from .inputs import check_draft, check_tree
 from .state import DraftGroup, Group, Row
 from .targets import prefill
@@ -156,15 +155,10 @@ class ModelGroups(DraftSource):
             check_draft_logits(logits, self.name)
             exact = self.mode == "exact"
             q_all = logits_to_probs(logits, params) if exact else None
-            if self.stop is not None and i >= self.stop.min_tokens:
-                # the serial ConfidenceStopDrafter's rule, per group, before the draw
-                conf = (
-                    torch.softmax(logits.float(), dim=-1)
-                    if params.is_greedy
-                    else (q_all if q_all is not None else logits_to_probs(logits, params))
-                ).amax(-1)  # [G]
-                for p in range(G):
-                    if i < ks[p] and float(conf[p]) < self.stop.threshold:
+            halt = None if self.stop is None else self.stop.stops(i, logits, params, q_all)
+            if halt is not None:  # [G]: the serial drafter's rule, per group, before the draw
+                for p in halt.nonzero().view(-1).tolist():
+                    if i < ks[p]:
                         ks[p] = i
                         self.fed_last[p] = i > 0
             drawing = [p for p in range(G) if i < ks[p]]

@@ -27,8 +27,8 @@ from ..core.runners import as_runner, vocab_size_of
 from ..core.sampling import SamplingParams
 from ..core.trace import Trace
 from ..drafting.base import Drafter
-from ..drafting.model import as_drafter
-from ..drafting.policies import ConfidenceStopDrafter, ConstantGamma, GammaPolicy, as_policy
+from ..drafting.model import ConfidenceStopDrafter, as_drafter
+from ..drafting.policies import ConstantGamma, GammaPolicy, as_policy
 from ..verification.base import get_verifier
 from .drafts import DrafterGroups, DraftSource
 from .inputs import (

@@ -12,7 +12,7 @@ import torch
 from ..core.batch_runners import batch_runner
 from ..core.sampling import SamplingParams, logits_to_probs, sample_grouped
 from ..drafting.base import Draft, Drafter, TreeDraft
-from ..drafting.modes import DraftStop, _draft_step, check_draft_logits
+from ..drafting.modes import DraftStop, check_draft_logits, draft_step
 from .inputs import check_draft, check_tree
 from .state import DraftGroup, Group, Row
 from .targets import prefill
@@ -200,7 +200,7 @@ class ModelGroups(DraftSource):
         else:  # the bug zoo's misbehaving drafts, row by row
             drawn = []
             for p, r in rows:
-                tok, q = _draft_step(logits[p], self.params, self.mode, r.generator)
+                tok, q = draft_step(logits[p], self.params, self.mode, r.generator)
                 drawn.append((p, r, int(tok), q))
         split: dict[tuple[int, int], list[Row]] = {}  # (parent, token) -> rows
         q_of: dict[tuple[int, int], torch.Tensor] = {}

@@ -11,7 +11,7 @@ from ..core.args import check_int, check_real
 from ..core.runners import LMRunner, as_runner, vocab_size_of
 from ..core.sampling import SamplingParams
 from .base import Draft, Drafter, ForeignDrafter
-from .modes import DRAFT_MODES, DraftStop, _draft_step, check_draft_logits
+from .modes import DRAFT_MODES, DraftStop, check_draft_logits, draft_step
 
 __all__ = [
     "ModelDrafter",
@@ -92,7 +92,7 @@ class ModelDrafter(Drafter):
                 self.stopped_early += 1
                 break
             # tokens stay on the model's device inside the loop: no host sync per draft token
-            tok, q = _draft_step(logits, self.params, self.mode, generator)
+            tok, q = draft_step(logits, self.params, self.mode, generator)
             tokens.append(tok)
             qs.append(q)
             if i + 1 < k:

@@ -11,7 +11,7 @@ import torch
 
 from ..core.sampling import SamplingParams, check_logits, logits_to_probs, sample
 
-__all__ = ["DRAFT_MODES", "DraftStop", "check_draft_logits", "shifted_ids"]
+__all__ = ["DRAFT_MODES", "DraftStop", "check_draft_logits", "draft_step", "shifted_ids"]
 
 
 # How a model drafter turns its logits into (token, reported q). "exact" is correct; the
@@ -75,7 +75,7 @@ def shifted_ids(vocab: int, device: torch.device | None = None) -> torch.Tensor:
     return perm
 
 
-def _draft_step(
+def draft_step(
     logits: torch.Tensor, params: SamplingParams, mode: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One drafted token and the q the drafter reports for it. logits: [V]."""

@@ -29,13 +29,8 @@ _HOMES = {
             "acceptance_at",
             "calibration_on_toy",
             "continuation_table",
-            "grid_drafters",
             "load_models",
-            "logit_margins",
-            "pooled_cells",
             "power_curves",
-            "precision_drafters",
-            "precision_greedy",
             "run_prompts",
             "same_seed_runs",
             "sample_continuations",
@@ -46,7 +41,12 @@ _HOMES = {
         ],
         "specviz.lab.experiments",
     ),
-    **dict.fromkeys(["GridExplorer", "PromptPlayground", "ToyExplorer"], "specviz.lab.explorers"),
+    **dict.fromkeys(
+        ["grid_drafters", "pooled_cells", "precision_drafters"], "specviz.lab.drafter_sets"
+    ),
+    **dict.fromkeys(["logit_margins", "precision_greedy"], "specviz.lab.numerics"),
+    **dict.fromkeys(["GridExplorer", "ToyExplorer"], "specviz.lab.explorers"),
+    "PromptPlayground": "specviz.lab.playground",
     "first_token_law": "specviz.verification.zoo",
     **dict.fromkeys(
         ["FigureSelector", "TraceExplorer", "borderline_tests", "most_borderline", "sync_figure"],

@@ -32,6 +32,7 @@ __all__ = [
     "speedup_verdict",
     "exactness_lines",
     "claim7_verdict",
+    "greedy_identity_line",
     "coverage_verdict",
     "first_token_tv_note",
     "NextGamma",
@@ -306,6 +307,23 @@ def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
 
 
 # -- claim 2 on a cross-vocabulary pair: coverage per task (notebook 12) ------------------------
+
+
+def greedy_identity_line(identical: Mapping[str, int], n: int) -> str:
+    """Claim 7 over several drafting methods (notebook 12): each method's greedy text against
+    plain decoding on ``n`` prompts; it supports the claim only if every method matched on all.
+
+    >>> print(greedy_identity_line({"intersection": 3, "string": 2}, 3))
+    Claim 7: greedy identical to plain decoding: intersection 3/3, string 2/3 -- a method changed the greedy text: see the table (near ties or a bug).
+    >>> greedy_identity_line({"intersection": 3, "string": 3}, 3).endswith("own argmax.")
+    True
+    """
+    counts = ", ".join(f"{name} {k}/{n}" for name, k in identical.items())
+    return f"Claim 7: greedy identical to plain decoding: {counts} -- " + (
+        "supports claim 7: both methods verify with the target's own argmax."
+        if all(k == n for k in identical.values())
+        else "a method changed the greedy text: see the table (near ties or a bug)."
+    )
 
 
 def coverage_verdict(

@@ -1,13 +1,20 @@
-"""Verdict rules that notebooks 04 and 12 used to write in cells, now in specviz.lab.verdicts
+"""Verdict rules that notebooks 04, 05, 06, 09 and 12 used to write in cells, now in
 (issue 29): each rule's branches, stated once and tested here."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from unittest.mock import patch
 
 import pandas as pd
 
-from specviz.lab.verdicts import greedy_identity_line, sampler_check_lines, shipped_mistake_lines
+from specviz.lab.verdicts import (
+    greedy_identity_line,
+    mixed_precision_line,
+    sampler_check_lines,
+    sequential_line,
+    shipped_mistake_lines,
+)
 
 
 def _shipped(caught, n_to_detect, lossless=(False, False, False)):
@@ -68,3 +75,36 @@ def test_greedy_identity_supports_claim_7_only_when_every_method_matches():
         "supports claim 7: both methods verify with the target's own argmax."
     )
     assert "changed the greedy text" in greedy_identity_line({"intersection": 5, "string": 4}, 5)
+
+
+def _run(decision):
+    return SimpleNamespace(
+        decision=decision, samples_per_arm=300, fixed_n=600, e_value=250.0, tv_upper=0.04, cap=900
+    )
+
+
+def test_a_sequential_run_is_caught_equivalent_or_inconclusive():
+    lines = [
+        sequential_line("rule", _run(d), exact_tv=0.1, tolerance=0.05, level=0.01)
+        for d in ("inconsistent", "equivalent", "inconclusive")
+    ]
+    assert lines[0] == (
+        "Sequential, rule (exact first-token TV 0.100): caught after 300 samples per arm, 0.50x "
+        "the fixed-n design for TV 0.05 (600); e-value 250 >= 100."
+    )
+    assert ": equivalent within 0.05 after 300 samples per arm (0.50x" in lines[1]
+    assert ": inconclusive at the cap (900 per arm)" in lines[2]
+
+
+def test_the_mixed_precision_check_is_caught_unseeable_or_a_miss():
+    def line(outcome):
+        report = SimpleNamespace(outcome=outcome)
+        with patch("specviz.lab.verdicts._experiments.outcome_phrase", lambda r: r.outcome):
+            return mixed_precision_line(report, n_samples=150, exact_tv=0.02, samples_needed=4000)
+
+    assert line("inconsistent") == (
+        "consistency_check of mixed_precision with 150 samples per arm: inconsistent -- caught "
+        "the bug: supports claim 9 at this sample size."
+    )
+    assert "cannot tell at this size (the bug's TV 0.0200 needs ~4000" in line("inconclusive")
+    assert line("consistent").endswith("(a miss).")

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ...checks.report import outcome_phrase
+
 __all__ = [
     "RatioVerdict",
     "ratio_verdict",
@@ -33,6 +35,7 @@ __all__ = [
     "exactness_lines",
     "claim7_verdict",
     "greedy_identity_line",
+    "mixed_precision_line",
     "coverage_verdict",
     "first_token_tv_note",
     "NextGamma",
@@ -323,6 +326,24 @@ def greedy_identity_line(identical: Mapping[str, int], n: int) -> str:
         "supports claim 7: both methods verify with the target's own argmax."
         if all(k == n for k in identical.values())
         else "a method changed the greedy text: see the table (near ties or a bug)."
+    )
+
+
+def mixed_precision_line(
+    report: Any, *, n_samples: int, exact_tv: float, samples_needed: float
+) -> str:
+    """What notebook 06's consistency check of the ``mixed_precision`` bug allows (claim 9):
+    caught, cannot tell at this size (its TV needs more samples), or a miss."""
+    meaning = {
+        "inconsistent": "caught the bug: supports claim 9 at this sample size",
+        "inconclusive": f"cannot tell at this size (the bug's TV {exact_tv:.4f} needs "
+        f"~{samples_needed:.0f} samples per arm)",
+        "consistent": "no test rejected although this TV would have been seen 90% of the time "
+        "(a miss)",
+    }[report.outcome]
+    return (
+        f"consistency_check of mixed_precision with {n_samples} samples per arm: "
+        f"{outcome_phrase(report)} -- {meaning}."
     )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "same_seed_line",
     "shipped_mistake_lines",
     "sampler_check_lines",
+    "sequential_line",
 ]
 
 
@@ -258,3 +259,30 @@ def sampler_check_lines(mine: Any, installed: Any, *, n_runs: int) -> list[str]:
             f"  your smallest failing case: V = {ce.vocab}, k = {ce.k} ({ce.where}, p = {ce.pvalue:.2g})"
         )
     return lines
+
+
+def sequential_line(
+    verifier: str, run: Any, *, exact_tv: float, tolerance: float, level: float
+) -> str:
+    """One rule's sequential check (notebook 05): caught when its e-value crossed ``1 / level``,
+    equivalent within ``tolerance`` when the TV's upper end fell below it, inconclusive at the
+    cap otherwise -- with how many samples per arm that took against the fixed-n design."""
+    if run.decision == "inconsistent":
+        what = (
+            f"caught after {run.samples_per_arm} samples per arm, "
+            f"{run.samples_per_arm / run.fixed_n:.2f}x the fixed-n design for TV {tolerance:g} "
+            f"({run.fixed_n}); e-value {run.e_value:.3g} >= {1 / level:g}"
+        )
+    elif run.decision == "equivalent":
+        what = (
+            f"equivalent within {tolerance:g} after {run.samples_per_arm} samples per arm "
+            f"({run.samples_per_arm / run.fixed_n:.2f}x the fixed-n design): TV upper end "
+            f"{run.tv_upper:.3f}, e-value {run.e_value:.3g}"
+        )
+    else:
+        what = (
+            f"inconclusive at the cap ({run.cap} per arm): e-value {run.e_value:.3g} < "
+            f"{1 / level:g} and TV upper end {run.tv_upper:.3f} > {tolerance:g} -- no rejection, "
+            "and not evidence of equivalence either"
+        )
+    return f"Sequential, {verifier} (exact first-token TV {exact_tv:.3f}): {what}."

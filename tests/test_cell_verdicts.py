@@ -1,5 +1,5 @@
 """Verdict rules that notebooks 04, 05, 06, 09 and 12 used to write in cells, now in
-(issue 29): each rule's branches, stated once and tested here."""
+specviz.lab.verdicts (issue 29): each rule's branches, stated once and tested here."""
 
 from __future__ import annotations
 

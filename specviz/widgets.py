@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.widgets`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.widgets`` module, now in
+specviz.lab; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.fixtures.memo import MemoLM, memo_pair
 from specviz.lab.experiments import (
     NotebookModels,
@@ -72,3 +73,5 @@ __all__ = [
     "sync_figure",
     "toy_alpha",
 ]
+
+deprecated(__name__, "specviz.lab")

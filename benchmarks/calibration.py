@@ -28,8 +28,8 @@ import torch
 
 from specviz.checks import calibrate_check, consistency_check, greedy_check
 from specviz.core.sampling import SamplingParams
+from specviz.effects.zoo import zoo_effects
 from specviz.fixtures.llamas import tiny_llama_pair
-from specviz.verification.zoo import zoo_effects
 
 PROMPT = [2, 5, 1]
 SETTINGS = {

@@ -2,6 +2,7 @@
 specviz.lab; this path warns and goes in specviz 0.5."""
 
 from specviz._legacy import deprecated
+from specviz.effects.zoo import first_token_law
 from specviz.fixtures.memo import MemoLM, memo_pair
 from specviz.lab.experiments import (
     NotebookModels,
@@ -27,7 +28,6 @@ from specviz.lab.experiments import (
     toy_alpha,
 )
 from specviz.lab.explorers import GridExplorer, PromptPlayground, ToyExplorer
-from specviz.verification.zoo import first_token_law
 from specviz.views.explorers import (
     FigureSelector,
     TraceExplorer,

@@ -27,9 +27,9 @@ from specviz import stats
 from specviz.checks import calibrate_check, consistency_check, greedy_check
 from specviz.core.sampling import SamplingParams
 from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+from specviz.effects.zoo import zoo_effects
 from specviz.fixtures.llamas import tiny_llama_pair
 from specviz.fixtures.toy import exact_continuation_law
-from specviz.verification.zoo import zoo_effects
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+from specviz.effects.zoo import first_token_law, stated_setting, zoo_effects
 from specviz.stats import goodness_of_fit, homogeneity
 from specviz.verification import VERIFIERS
-from specviz.verification.zoo import first_token_law, stated_setting, zoo_effects
 
 TARGET, DRAFT, CONTEXT, PARAMS = stated_setting()
 T_LOGITS, D_LOGITS = TARGET.next_logits(CONTEXT), DRAFT.next_logits(CONTEXT)

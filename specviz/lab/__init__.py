@@ -47,7 +47,7 @@ _HOMES = {
     **dict.fromkeys(["logit_margins", "precision_greedy"], "specviz.lab.numerics"),
     **dict.fromkeys(["GridExplorer", "ToyExplorer"], "specviz.lab.explorers"),
     "PromptPlayground": "specviz.lab.playground",
-    "first_token_law": "specviz.verification.zoo",
+    "first_token_law": "specviz.effects.zoo",
     **dict.fromkeys(
         ["FigureSelector", "TraceExplorer", "borderline_tests", "most_borderline", "sync_figure"],
         "specviz.views.explorers",

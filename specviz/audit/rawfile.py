@@ -70,7 +70,10 @@ def check_record(rec: Any, cfg: AuditConfig | None) -> str | None:
         or not all(isinstance(t, dict) and all(_is_num(v) for v in t.values()) for t in top)
     ):
         return f"top is {_show(top)}, expected null or a list of {{piece: logprob}} objects"
-    if rec.get("finish_reason") not in _FINISH:
+    failed = isinstance(rec.get("error"), str) and rec["error"] != ""
+    if failed and rec.get("finish_reason") == "error":
+        pass  # a request that raised: kept as a finding (an engine audit counts it), not redone
+    elif rec.get("finish_reason") not in _FINISH:
         return f"finish_reason is {rec.get('finish_reason')!r}, expected one of {_FINISH}"
     for name in ("seed", "draft_n", "draft_n_accepted", "completion_tokens"):
         if rec.get(name) is not None and not _is_int(rec[name]):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 import specviz as sv
-from specviz.drafters import PromptLookupDrafter
+from specviz.drafting import PromptLookupDrafter
 from specviz.models import load_model, load_tokenizer
 from specviz.prompts import load_prompts, render_prompt
 

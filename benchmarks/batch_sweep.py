@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 from _bench import packed_flag
 
+from specviz.lab import load_models
 from specviz.load import batch_sweep, make_engine, mixed_prompts
-from specviz.widgets import load_models
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -26,10 +26,10 @@ import time
 import numpy as np
 import torch
 
-from specviz.consistency import calibrate_check, consistency_check, greedy_check
-from specviz.sampling import SamplingParams
-from specviz.tiny_llama import tiny_llama_pair
-from specviz.zoo import zoo_effects
+from specviz.checks import calibrate_check, consistency_check, greedy_check
+from specviz.core.sampling import SamplingParams
+from specviz.effects.zoo import zoo_effects
+from specviz.fixtures.llamas import tiny_llama_pair
 
 PROMPT = [2, 5, 1]
 SETTINGS = {

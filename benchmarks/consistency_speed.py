@@ -23,8 +23,8 @@ import time
 
 import torch
 
-from specviz.consistency import consistency_check
-from specviz.drafters import early_exit_model
+from specviz.checks import consistency_check
+from specviz.drafting import early_exit_model
 from specviz.models import load_model, load_tokenizer
 from specviz.perf import kernel_report
 from specviz.prompts import render_prompt

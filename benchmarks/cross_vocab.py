@@ -43,15 +43,16 @@ from collections import defaultdict
 import torch
 
 import specviz as sv
+from specviz.core.packed import stock_linears
 from specviz.core.runners import as_runner
 from specviz.core.sampling import SamplingParams
 from specviz.drafting import CrossVocabDrafter
 from specviz.drafting.cross_vocab import target_mass_coverage
+from specviz.effects.cross_vocab import cross_vocab_zoo_effects
 from specviz.models import load_model, load_pair, load_tokenizer
-from specviz.packed import stock_linears
 from specviz.perf.metrics import aggregate, peak_rss_bytes, request_metrics
 from specviz.prompts import CATEGORIES, load_prompts, render_prompt
-from specviz.verification.zoo import CROSS_VOCAB_ZOO, cross_vocab_zoo_effects
+from specviz.verification.zoo import CROSS_VOCAB_ZOO
 
 TARGET, SMOL, QWEN_DRAFT = "qwen2.5-coder-1.5b", "smollm2-135m", "qwen2.5-coder-0.5b"
 

@@ -70,7 +70,7 @@ def _timed(fn, device):
 
 def _step_time(model, device, batch: int, context: int, repeats: int = 3) -> float:
     """Seconds of one decode step of ``model`` for ``batch`` rows at ``context`` tokens."""
-    from specviz.batch import autoregressive_generate_batch
+    from specviz.decoding import autoregressive_generate_batch
 
     prompt = list(range(1, context + 1))
     autoregressive_generate_batch(model, prompt, num_sequences=batch, max_new_tokens=2)
@@ -100,8 +100,8 @@ def sweep(
     tokens: int,
     prompt_len: int,
 ) -> list[dict]:
-    from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
-    from specviz.theory import speedup
+    from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+    from specviz.perf.theory import speedup
 
     prompt = list(range(1, prompt_len + 1))
     rows = []
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> Path:
             f"{torch.__version__}, cuda build {torch.version.cuda}); this sweep is meant for a "
             "GPU. For a logic check on CPU run: --device cpu --tiny"
         )
-    from specviz.synthetic import random_llama
+    from specviz.fixtures.shapes import random_llama
 
     dtype = getattr(torch, args.dtype)
     if args.tiny:
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> Path:
     )
     del target, draft
     if not args.no_real and not args.tiny:
-        from specviz.drafters import early_exit_model
+        from specviz.drafting import early_exit_model
         from specviz.models import load_model
 
         model = load_model("smollm2-135m", device=device, progress=False)

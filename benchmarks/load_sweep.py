@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from _bench import packed_flag
 
+from specviz.lab import load_models
 from specviz.load import load_sweep, mixed_prompts
-from specviz.widgets import load_models
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METRICS = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p50", "completion_p90")

@@ -18,7 +18,7 @@ import time
 
 from _bench import load_pair, packed_flag, prompts, sv_plain, sv_spec
 
-from specviz.theory import measure_verify_cost, optimal_gamma, predicted_vs_measured
+from specviz.perf.theory import measure_verify_cost, optimal_gamma, predicted_vs_measured
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import time
 from _bench import packed_flag
 
 import specviz as sv
-from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter
+from specviz.drafting import EarlyExitDrafter, PromptLookupDrafter
 from specviz.models import load_model, load_tokenizer
 from specviz.prompts import load_prompts, render_prompt
 

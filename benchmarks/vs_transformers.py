@@ -51,10 +51,10 @@ from _bench import (
     sv_spec,
 )
 
-from specviz.lm import use_static_cache
-from specviz.metrics import weights_bytes
-from specviz.packed import packed_layers, stock_linears
+from specviz.core.packed import packed_layers, stock_linears
+from specviz.core.runners import use_static_cache
 from specviz.perf import kernel_report
+from specviz.perf.metrics import weights_bytes
 
 
 def on_static_cache(fn, pair, max_length: int, compile: bool):

@@ -36,12 +36,12 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from specviz.analysis import Session, run_grid, session, summarize  # noqa: E402
-from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter  # noqa: E402
-from specviz.heads import HeadDrafter  # noqa: E402
+from specviz.drafting import EarlyExitDrafter, PromptLookupDrafter  # noqa: E402
+from specviz.drafting.heads import HeadDrafter  # noqa: E402
+from specviz.drafting.suffix import SuffixDrafter  # noqa: E402
+from specviz.lab.analysis import Session, run_grid, session, summarize  # noqa: E402
 from specviz.models import load_model, load_pair, load_tokenizer  # noqa: E402
 from specviz.prompts import load_prompts  # noqa: E402
-from specviz.suffix import SuffixDrafter  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "drafters"
 # Most structured first, open writing last: the order the article's argument reads in.

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import specviz as sv  # noqa: E402
-from specviz.drafters import PromptLookupDrafter  # noqa: E402
-from specviz.heads import (  # noqa: E402
+from specviz.drafting import PromptLookupDrafter  # noqa: E402
+from specviz.drafting.heads import (  # noqa: E402
     EagleHead,
     HeadConfig,
     HeadDrafter,

@@ -1,4 +1,4 @@
-"""Moved to :mod:`specviz.audit.client`; this import path keeps working."""
+"""Deprecated: moved to :mod:`specviz.audit.client`; this path warns and goes in specviz 0.5."""
 
 from specviz._legacy import alias
 

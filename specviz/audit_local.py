@@ -1,4 +1,4 @@
-"""Moved to :mod:`specviz.audit.local`; this import path keeps working."""
+"""Deprecated: moved to :mod:`specviz.audit.local`; this path warns and goes in specviz 0.5."""
 
 from specviz._legacy import alias
 

@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.batch`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.batch`` module, now in
+specviz.decoding; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.decoding.batched import (
     BatchResult,
     autoregressive_generate_batch,
@@ -12,3 +13,5 @@ __all__ = [
     "autoregressive_generate_batch",
     "speculative_generate_batch",
 ]
+
+deprecated(__name__, "specviz.decoding")

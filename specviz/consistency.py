@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.consistency`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.consistency`` module, now in
+specviz.checks; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.checks.calibration import CheckCalibration, calibrate_check
 from specviz.checks.consistency import ConsistencyReport, consistency_check
 from specviz.checks.greedy import GreedyReport, greedy_check
@@ -25,3 +26,5 @@ __all__ = [
     "result_row",
     "sequence_tests",
 ]
+
+deprecated(__name__, "specviz.checks")

@@ -1,4 +1,4 @@
-"""Moved to :mod:`specviz.lab.demo`; this import path keeps working."""
+"""Deprecated: moved to :mod:`specviz.lab.demo`; this path warns and goes in specviz 0.5."""
 
 from specviz._legacy import alias
 

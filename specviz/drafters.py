@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.drafters`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.drafters`` module, now in
+specviz.drafting; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.drafting.base import Draft, Drafter
 from specviz.drafting.lookup import PromptLookupDrafter
 from specviz.drafting.model import EarlyExitDrafter, ModelDrafter, as_drafter, early_exit_model
@@ -17,3 +18,5 @@ __all__ = [
     "early_exit_model",
     "shifted_ids",
 ]
+
+deprecated(__name__, "specviz.drafting")

@@ -1,4 +1,4 @@
-"""Moved to :mod:`specviz.fixtures.memo`; this import path keeps working."""
+"""Deprecated: moved to :mod:`specviz.fixtures.memo`; this path warns and goes in specviz 0.5."""
 
 from specviz._legacy import alias
 

@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.policies`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.policies`` module, now in
+specviz.drafting.policies and specviz.lab.policy_lab; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.drafting.policies import (
     AcceptanceEMA,
     BatchFallback,
@@ -40,3 +41,5 @@ __all__ = [
     "replay",
     "run_live",
 ]
+
+deprecated(__name__, "specviz.drafting.policies and specviz.lab.policy_lab")

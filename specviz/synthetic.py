@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.synthetic`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.synthetic`` module, now in
+specviz.verification.synthetic and specviz.fixtures.shapes; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.fixtures.shapes import (
     LLAMA_SHAPES,
     LlamaShape,
@@ -26,3 +27,5 @@ __all__ = [
     "random_llama",
     "synthetic_verifier",
 ]
+
+deprecated(__name__, "specviz.verification.synthetic and specviz.fixtures.shapes")

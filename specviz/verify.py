@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.verify`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.verify`` module, now in
+specviz.verification and specviz.verification.zoo; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.verification.base import (
     VERIFIERS,
     Verdict,
@@ -32,3 +33,5 @@ __all__ = [
     "verify_ratio_unchecked",
     "verify_residual_from_target",
 ]
+
+deprecated(__name__, "specviz.verification and specviz.verification.zoo")

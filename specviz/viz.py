@@ -1,6 +1,7 @@
-"""The names of the former ``specviz.viz`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.viz`` module, now in
+specviz.views, specviz.perf.acceptance and specviz.perf.theory; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
 from specviz.perf.acceptance import (
     PositionCounts,
     accepted_counts,
@@ -82,3 +83,5 @@ __all__ = [
     "verifier_report_figure",
     "wilson_interval",
 ]
+
+deprecated(__name__, "specviz.views, specviz.perf.acceptance and specviz.perf.theory")

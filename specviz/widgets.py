@@ -1,6 +1,8 @@
-"""The names of the former ``specviz.widgets`` module, now split into subpackages; this import
-path keeps working (new code imports from the new homes)."""
+"""Deprecated: the names of the former ``specviz.widgets`` module, now in
+specviz.lab; this path warns and goes in specviz 0.5."""
 
+from specviz._legacy import deprecated
+from specviz.effects.zoo import first_token_law
 from specviz.fixtures.memo import MemoLM, memo_pair
 from specviz.lab.experiments import (
     NotebookModels,
@@ -26,7 +28,6 @@ from specviz.lab.experiments import (
     toy_alpha,
 )
 from specviz.lab.explorers import GridExplorer, PromptPlayground, ToyExplorer
-from specviz.verification.zoo import first_token_law
 from specviz.views.explorers import (
     FigureSelector,
     TraceExplorer,
@@ -72,3 +73,5 @@ __all__ = [
     "sync_figure",
     "toy_alpha",
 ]
+
+deprecated(__name__, "specviz.lab")

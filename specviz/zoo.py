@@ -1,4 +1,4 @@
-"""Moved to :mod:`specviz.verification.zoo`; this import path keeps working."""
+"""Deprecated: moved to :mod:`specviz.verification.zoo`; this path warns and goes in specviz 0.5."""
 
 from specviz._legacy import alias
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 import specviz as sv
-from specviz.batch import speculative_generate_batch
+from specviz.decoding import speculative_generate_batch
 from specviz.stats import goodness_of_fit
 
 

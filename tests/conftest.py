@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from specviz.memo import MemoLM
+from specviz.fixtures.memo import MemoLM
 
 # The suite runs on the stock kernels unless told otherwise: a kernel choice timed on a busy
 # CI machine would make tests host-dependent. tests/test_kernels.py tests the measured choice.

@@ -13,7 +13,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 import specviz as sv
-from specviz.analysis import run_grid, summarize
+from specviz.lab.analysis import run_grid, summarize
 from specviz.perf.acceptance import (
     PositionCounts,
     alpha_counts,

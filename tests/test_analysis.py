@@ -8,11 +8,11 @@ import time
 import pytest
 
 import specviz as sv
-from specviz.analysis import run_grid, session, summarize
-from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter
-from specviz.heads import HeadDrafter
+from specviz.drafting import EarlyExitDrafter, PromptLookupDrafter
+from specviz.drafting.heads import HeadDrafter
+from specviz.drafting.suffix import SuffixDrafter
+from specviz.lab.analysis import run_grid, session, summarize
 from specviz.prompts import load_prompts
-from specviz.suffix import SuffixDrafter
 
 TARGET, DRAFT = sv.toy_pair(5, 2, seed=0)
 PROMPTS = [[0, 1, 2], [1, 2, 3, 1, 2], [4, 4, 4, 0], [2, 0, 1]]
@@ -105,7 +105,7 @@ def test_cells_of_drafters_with_new_weights_are_recomputed(tmp_path):
 
 
 def test_head_fingerprint_names_the_weights(tmp_path):
-    from specviz.heads import default_head_path, head_fingerprint
+    from specviz.drafting.heads import default_head_path, head_fingerprint
 
     stem = default_head_path()
     assert head_fingerprint() == head_fingerprint(stem) and len(head_fingerprint()) == 12

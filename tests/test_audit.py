@@ -29,9 +29,9 @@ import pytest
 
 from specviz import stats
 from specviz.audit import AuditError, Endpoint, audit
-from specviz.audit_client import IncompleteResult, parse_completion
-from specviz.audit_local import broken_server_command, free_port, local_servers
-from specviz.broken_server import ServerConfig, make_server
+from specviz.audit.broken_server import ServerConfig, make_server
+from specviz.audit.client import IncompleteResult, parse_completion
+from specviz.audit.local import broken_server_command, free_port, local_servers
 
 TOY_PROMPTS = ["ab", "cd"]
 NOISE = 1e-6
@@ -279,7 +279,7 @@ def test_partial_completions_are_never_counted():
 def test_truncated_stream_is_incomplete(ending):
     """A stream cut before [DONE] raises instead of being timed as a short completion,
     whether the server closes the connection cleanly or resets it."""
-    from specviz.audit_client import stream
+    from specviz.audit.client import stream
 
     class Cut(threading.Thread):
         def __init__(self) -> None:
@@ -442,7 +442,7 @@ def test_transient_errors_are_retried_with_backoff():
     0.1 s); a 400 is not retried (retrying a bad request cannot help)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from specviz.audit_client import complete
+    from specviz.audit.client import complete
 
     calls: list[float] = []
     good = {

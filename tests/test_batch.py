@@ -6,8 +6,8 @@ import pytest
 from _exact_law import batched_law_pvalue
 
 import specviz as sv
-from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
-from specviz.drafters import early_exit_model
+from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+from specviz.drafting import early_exit_model
 from specviz.prompts import render_prompt
 
 TARGET, DRAFT = sv.toy_pair(5, 2, seed=0)

@@ -8,9 +8,9 @@ import pytest
 from _exact_law import batched_law_pvalue
 
 import specviz as sv
-from specviz import policies as P
-from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
-from specviz.drafters import early_exit_model
+from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+from specviz.drafting import early_exit_model
+from specviz.drafting import policies as P
 from specviz.prompts import render_prompt
 
 pytestmark = pytest.mark.usefixtures("one_thread")

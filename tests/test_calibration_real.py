@@ -24,12 +24,12 @@ import pytest
 import torch
 
 from specviz import stats
-from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
-from specviz.consistency import calibrate_check, consistency_check, greedy_check
-from specviz.sampling import SamplingParams
-from specviz.tiny_llama import tiny_llama_pair
-from specviz.toy import exact_continuation_law
-from specviz.zoo import zoo_effects
+from specviz.checks import calibrate_check, consistency_check, greedy_check
+from specviz.core.sampling import SamplingParams
+from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+from specviz.effects.zoo import zoo_effects
+from specviz.fixtures.llamas import tiny_llama_pair
+from specviz.fixtures.toy import exact_continuation_law
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -194,8 +194,8 @@ def test_claim1_from_the_call_split():
 
 def test_batched_engine_times_drafting_and_verifying():
     from specviz.decoding.batched import autoregressive_generate_batch, speculative_generate_batch
-    from specviz.drafters import early_exit_model
-    from specviz.synthetic import random_llama
+    from specviz.drafting import early_exit_model
+    from specviz.fixtures.shapes import random_llama
 
     target = random_llama("tiny", seed=0)
     draft = early_exit_model(target, 1)

@@ -6,8 +6,8 @@ import pytest
 
 import specviz as sv
 from specviz import stats
-from specviz.consistency import consistency_check, greedy_check
-from specviz.drafters import early_exit_model
+from specviz.checks import consistency_check, greedy_check
+from specviz.drafting import early_exit_model
 from specviz.prompts import render_prompt
 
 TARGET, DRAFT = sv.toy_pair(5, 2, seed=0)
@@ -152,7 +152,7 @@ def test_greedy_check_flags_a_bug():
 
 
 def test_vocabulary_mismatch_is_refused_by_the_loader_and_caught_when_forced():
-    from specviz.drafters import shifted_ids
+    from specviz.drafting import shifted_ids
     from specviz.models import VocabMismatchError, check_vocab
 
     class Tok:  # the smallest tokenizer check_vocab reads
@@ -195,7 +195,7 @@ def test_vocabulary_mismatch_is_refused_by_the_loader_and_caught_when_forced():
 
 
 def test_canonical_logprobs_give_equal_outcomes_equal_values_and_report_the_drift():
-    from specviz.consistency import canonical_logprobs
+    from specviz.checks import canonical_logprobs
 
     a = [(1, 2), (1, 2), (3,)]
     b = [(1, 2), (4, 4)]

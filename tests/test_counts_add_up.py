@@ -13,14 +13,9 @@ import pandas as pd
 import pytest
 
 import specviz as sv
-from specviz.analysis import (
-    cell_outcomes,
-    run_grid,
-    task_type_effect,
-    task_type_effects,
-)
-from specviz.drafters import PromptLookupDrafter
+from specviz.drafting import PromptLookupDrafter
 from specviz.lab import policy_lab
+from specviz.lab.analysis import cell_outcomes, run_grid, task_type_effect, task_type_effects
 from specviz.lab.experiments import pooled_cells
 from specviz.perf import theory
 from specviz.views import acceptance as acc_views

@@ -27,15 +27,15 @@ from _exact_law import batched_law_pvalue
 import specviz as sv
 from specviz.decoding import speculative_generate_batch
 from specviz.drafting import CrossVocabDrafter, StringTokenizer, vocabulary_of
-from specviz.fixtures.toy import ToyLM
-from specviz.stats import goodness_of_fit, tv_distance
-from specviz.verification.base import get_verifier
-from specviz.verification.zoo import (
-    CROSS_VOCAB_ZOO,
+from specviz.effects.cross_vocab import (
     cross_vocab_first_token_law,
     cross_vocab_zoo_effects,
     stated_cross_vocab_setting,
 )
+from specviz.fixtures.toy import ToyLM
+from specviz.stats import goodness_of_fit, tv_distance
+from specviz.verification.base import get_verifier
+from specviz.verification.zoo import CROSS_VOCAB_ZOO
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

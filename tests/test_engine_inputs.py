@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz.toy import ToyLM
+from specviz.fixtures.toy import ToyLM
 
 TARGET, DRAFT = sv.toy_pair(5, 2, seed=0)
 

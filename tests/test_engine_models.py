@@ -14,7 +14,7 @@ from transformers.generation.logits_process import (
 )
 
 import specviz as sv
-from specviz.drafters import EarlyExitDrafter, PromptLookupDrafter
+from specviz.drafting import EarlyExitDrafter, PromptLookupDrafter
 from specviz.prompts import load_prompts, render_prompt
 from specviz.stats import goodness_of_fit, grouped_goodness_of_fit
 

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 import specviz as sv
-from specviz.heads import (
+from specviz.core.sampling import logits_to_probs, sample
+from specviz.drafting.heads import (
     EagleHead,
     HeadConfig,
     HeadDrafter,
@@ -27,10 +28,9 @@ from specviz.heads import (
     load_head,
     training_time_test_mask,
 )
+from specviz.fixtures.toy import ToyLM, ToyRunner
 from specviz.prompts import load_prompts, render_prompt
-from specviz.sampling import logits_to_probs, sample
 from specviz.stats import grouped_goodness_of_fit
-from specviz.toy import ToyLM, ToyRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 ALPHA = 1e-3
@@ -262,7 +262,7 @@ def test_quick_training_writes_loadable_weights(smollm2, tmp_path):
 def test_memory_report_counts_the_heads_weights_and_kv(smollm2, head_drafter):
     """The head brings its own layer and KV cache (one attention layer); the embedding, final
     norm and LM head are the target's and are not counted twice."""
-    from specviz.metrics import memory_report, weights_bytes
+    from specviz.perf.metrics import memory_report, weights_bytes
 
     model, _ = smollm2
     rep = memory_report(model, head_drafter, context_tokens=100, gamma=4)
@@ -278,7 +278,7 @@ def test_memory_report_counts_the_heads_weights_and_kv(smollm2, head_drafter):
 def test_notebook_spec_head_with_lookup_first(smollm2):
     """``eagle_head+lookup`` (notebook 00's default): copying where the text repeats, the head
     elsewhere -- still exactly greedy decoding."""
-    from specviz.widgets import load_models
+    from specviz.lab import load_models
 
     models = load_models("smollm2-135m", "eagle_head+lookup")
     assert models.draft.name.endswith("+prompt_lookup(n=2..3)")

@@ -272,7 +272,7 @@ def test_toy_models_served_tokens_equal_serial_greedy_decoding():
 def test_a_policy_engine_falls_back_on_large_batches():
     """gamma may be a policy: AcceptanceEMA(max_batch=1) speculates for requests served
     alone and decodes plainly in larger batches, with the same greedy tokens."""
-    from specviz.policies import AcceptanceEMA
+    from specviz.drafting.policies import AcceptanceEMA
 
     target, draft = sv.toy_pair(5, 2, seed=0)
     prompts = [[0, 1], [2], [3, 4, 0, 1]]
@@ -291,8 +291,8 @@ def test_a_policy_engine_falls_back_on_large_batches():
 def test_tiny_llama_sweep_runs_end_to_end():
     """A random tiny Llama and its one-layer early exit through both batched engines:
     identical greedy tokens, a tidy table and a crossover verdict (whatever it is)."""
-    from specviz.drafters import early_exit_model
-    from specviz.synthetic import random_llama
+    from specviz.drafting import early_exit_model
+    from specviz.fixtures.shapes import random_llama
 
     target = random_llama("tiny", seed=0)
     draft = early_exit_model(target, 1)
@@ -327,7 +327,7 @@ def test_tiny_llama_sweep_runs_end_to_end():
 
 
 def test_figures_draw_the_measured_numbers():
-    from specviz import loadplots
+    from specviz.views import load as loadplots
 
     spec = fixed_engine(tokens=4, step_time=0.05, per_row_time=0.04, name="s", speculative=True)
     plain = fixed_engine(tokens=4, step_time=0.1, per_row_time=0.01, name="p")
@@ -349,7 +349,7 @@ def test_figures_draw_the_measured_numbers():
 
 
 def test_figures_with_two_speculative_engines():
-    from specviz import loadplots
+    from specviz.views import load as loadplots
 
     plain = fixed_engine(tokens=4, step_time=0.1, per_row_time=0.01, name="p")
     fast = fixed_engine(tokens=4, step_time=0.05, per_row_time=0.04, name="s1", speculative=True)
@@ -382,7 +382,7 @@ class _ToyTokenizer:
 
 
 def test_checklist_runs_tables_and_report_on_toy_models(tmp_path):
-    from specviz import checklist
+    from specviz.lab import checklist
     from specviz.prompts import load_prompts
 
     target, draft = sv.toy_pair(5, 2, seed=0)
@@ -422,7 +422,7 @@ def test_checklist_runs_tables_and_report_on_toy_models(tmp_path):
 def test_checklist_advice_follows_the_thresholds():
     import pandas as pd
 
-    from specviz import checklist
+    from specviz.lab import checklist
 
     table = pd.DataFrame(
         dict(

@@ -112,7 +112,7 @@ def test_a_fallback_below_its_threshold_reuses_the_constant_gamma_measurement():
     """At one client every batch has one row, so BatchFallback runs its constant gamma step
     for step: the sweep measures it once for both engines, and claim 12's verdict cannot be
     decided by timing noise between identical configurations there."""
-    from specviz.policies import BatchFallback
+    from specviz.drafting.policies import BatchFallback
 
     target, draft = sv.toy_pair(5, 2, seed=0)
     kw = dict(max_new_tokens=4, speculative=True)

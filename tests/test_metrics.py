@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz import metrics as M
-from specviz.engine import GenerationResult
-from specviz.trace import Step, Trace
+from specviz.core.trace import Step, Trace
+from specviz.decoding.serial import GenerationResult
+from specviz.perf import metrics as M
 
 
 def _result(token_times, steps, total):

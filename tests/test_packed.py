@@ -11,12 +11,12 @@ import torch
 from torch import nn
 
 import specviz as sv
-import specviz.packed as packed_mod
-from specviz.drafters import PromptLookupDrafter, early_exit_model
-from specviz.lm import use_static_cache
-from specviz.packed import packed_layers, stock_linears, use_packed_weights
+import specviz.core.packed as packed_mod
+from specviz.core.packed import packed_layers, stock_linears, use_packed_weights
+from specviz.core.runners import use_static_cache
+from specviz.drafting import PromptLookupDrafter, early_exit_model
+from specviz.fixtures.shapes import random_llama
 from specviz.prompts import load_prompts, render_prompt
-from specviz.synthetic import random_llama
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
@@ -151,7 +151,7 @@ def test_load_model_packed_flag():
 
 
 def test_memory_report_counts_the_packed_copy():
-    from specviz.metrics import memory_report, weights_bytes
+    from specviz.perf.metrics import memory_report, weights_bytes
 
     llama = random_llama("tiny", seed=0)
     before = memory_report(llama, context_tokens=16)
@@ -172,7 +172,7 @@ def test_keep_dense_false_frees_untied_weights_and_keeps_outputs():
     """The packed copy replaces the dense one (tied weights stay); outputs are unchanged and
     every path that would read a freed weight raises instead of computing with zeros."""
     from specviz.core.packed import dense_dropped
-    from specviz.metrics import memory_report, weights_bytes
+    from specviz.perf.metrics import memory_report, weights_bytes
 
     llama = random_llama("tiny", seed=0)
     llama.lm_head.weight = llama.model.embed_tokens.weight  # a tied head, as SmolLM2 and Qwen

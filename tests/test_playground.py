@@ -13,7 +13,7 @@ import plotly.io as pio
 import pytest
 
 import specviz as sv
-from specviz import widgets as W
+from specviz import lab as W
 from specviz.prompts import render_prompt
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz import policies as P
-from specviz.drafters import EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
+from specviz.drafting import EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
+from specviz.drafting import policies as P
+from specviz.lab import policy_lab
 from specviz.stats import grouped_goodness_of_fit
 
 ALPHA, CONTROL_P = 1e-3, 1e-6
@@ -166,8 +167,8 @@ def test_replay_reproduces_live_greedy_runs(make):
     live = sv.speculative_generate(
         target, ModelDrafter(draft), [0], gamma=make(), max_new_tokens=60
     )
-    record = P.record_teacher_forced(draft, [0], live.new_tokens)
-    rep = P.replay(make(), record, P.ReplayCost(draft_step=0.1))
+    record = policy_lab.record_teacher_forced(draft, [0], live.new_tokens)
+    rep = policy_lab.replay(make(), record, policy_lab.ReplayCost(draft_step=0.1))
     assert rep.accepted_per_call == live.accepted_counts
     if not isinstance(make(), P.ConfidenceStop):  # see TokenRecord: confidence past a rejection
         assert rep.gammas == live.drafted_counts
@@ -176,7 +177,9 @@ def test_replay_reproduces_live_greedy_runs(make):
     first_acc = next(i for i, a in enumerate(record.accept) if a == 1.0)
     flipped = list(record.accept)
     flipped[first_acc] = 0.0
-    bad = P.replay(make(), P.TokenRecord(tuple(flipped), record.top_prob), P.ReplayCost(0.1))
+    bad = policy_lab.replay(
+        make(), policy_lab.TokenRecord(tuple(flipped), record.top_prob), policy_lab.ReplayCost(0.1)
+    )
     assert bad.accepted_per_call != rep.accepted_per_call
 
 
@@ -185,11 +188,11 @@ def test_record_from_trace_and_compare():
     live = sv.speculative_generate(
         target, draft, [0], gamma=3, max_new_tokens=50, seed=0, do_sample=True
     )
-    record = P.record_from_trace(live.trace)
+    record = policy_lab.record_from_trace(live.trace)
     assert len(record.accept) == 50
     assert all(0.0 <= a <= 1.0 for a in record.accept)
-    rows = P.compare_policies(
-        [1, 3, P.HeuristicGamma(2), P.AcceptanceEMA(6, c=0.1)], [record], P.ReplayCost(0.1)
+    rows = policy_lab.compare_policies(
+        [1, 3, P.HeuristicGamma(2), P.AcceptanceEMA(6, c=0.1)], [record], policy_lab.ReplayCost(0.1)
     )
     assert [r["policy"] for r in rows][:2] == ["constant(1)", "constant(3)"]
     assert all(r["tokens"] == 50 for r in rows)

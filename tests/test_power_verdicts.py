@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 import specviz as sv
-from specviz import checklist, stats
+from specviz import stats
 from specviz.checks.greedy import GreedyReport
 from specviz.checks.report import outcome_phrase
+from specviz.lab import checklist
 from specviz.views.reports import consistency_figures, first_token_names
 from specviz.views.stats import margin_figure
 

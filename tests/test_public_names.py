@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -457,8 +458,11 @@ OLD_PUBLIC_NAMES: dict[str, list[str]] = {
 
 @pytest.mark.parametrize("module", sorted(OLD_PUBLIC_NAMES))
 def test_old_module_paths_keep_their_names(module):
-    mod = importlib.import_module(module)
-    missing = [n for n in OLD_PUBLIC_NAMES[module] if not hasattr(mod, n)]
+    with warnings.catch_warnings():  # the flat-layout paths warn (tests/test_legacy_paths.py)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        mod = importlib.import_module(module)
+        # names that moved on again (the zoo's laws to specviz.effects) warn a second time
+        missing = [n for n in OLD_PUBLIC_NAMES[module] if not hasattr(mod, n)]
     assert not missing, f"{module} lost {missing}"
 
 
@@ -471,16 +475,8 @@ def test_the_package_namespace_keeps_every_name():
         assert hasattr(specviz, name), name
 
 
-def test_a_moved_module_is_the_new_module():
-    """An aliased path is the very module object (monkeypatching either affects both)."""
-    import specviz.decoding.serial
-    import specviz.engine
-
-    assert specviz.engine is specviz.decoding.serial
-
-
 def test_the_check_notices_a_missing_name():
-    mod = importlib.import_module("specviz.drafters")
+    mod = importlib.import_module("specviz.drafting")
     assert not hasattr(mod, "NoSuchDrafter")
     assert [n for n in ["Draft", "NoSuchDrafter"] if not hasattr(mod, n)] == ["NoSuchDrafter"]
 
@@ -492,6 +488,7 @@ def test_old_module_paths_still_run_with_python_m(module):
     args = [sys.executable, "-m", module] + (["--help"] if "server" in module else [])
     out = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+    assert "will be removed in specviz 0.5" in out.stderr  # and says it is deprecated
     assert (
         ("| verifier |" in out.stdout)
         if module.endswith("zoo")

@@ -11,7 +11,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from specviz.sampling import SamplingParams, logits_to_probs, sample
+from specviz.core.sampling import SamplingParams, logits_to_probs, sample
 
 
 def hf_probs(logits, temperature, top_k, top_p):

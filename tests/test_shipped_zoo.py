@@ -20,11 +20,11 @@ import torch
 
 import specviz as sv
 from specviz.checks.consistency import consistency_check
+from specviz.effects.shipped import sample_shipped, shipped_effects, shipped_law
 from specviz.stats import goodness_of_fit
 from specviz.verification.base import VERIFIERS, get_verifier, verify_lossless
 from specviz.verification.block import block_thresholds, verify_block
 from specviz.verification.shipped import SHIPPED_ZOO, permuted_row_offsets, shipped_verifier
-from specviz.verification.shipped_laws import sample_shipped, shipped_effects, shipped_law
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

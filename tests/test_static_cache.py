@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz.drafters import early_exit_model
-from specviz.lm import HFRunner, StaticRunner, as_runner, use_static_cache
+from specviz.core.runners import HFRunner, StaticRunner, as_runner, use_static_cache
+from specviz.drafting import early_exit_model
+from specviz.fixtures.shapes import random_llama
 from specviz.prompts import render_prompt
-from specviz.synthetic import random_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

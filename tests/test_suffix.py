@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import specviz as sv
+from specviz.drafting.suffix import SuffixDrafter, SuffixTrie
 from specviz.prompts import load_prompts, render_prompt
 from specviz.stats import grouped_goodness_of_fit
-from specviz.suffix import SuffixDrafter, SuffixTrie
 
 ALPHA = 1e-3
 CONTROL_P = 1e-6

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz import synthetic as S
-from specviz.verify import get_verifier
+from specviz.fixtures import shapes
+from specviz.verification import get_verifier
+from specviz.verification import synthetic as S
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = sv.toy_pair(5, 2, noise=1.0, seed=0)
@@ -64,24 +65,24 @@ def test_bad_synthetic_rates(bad):
 
 
 def test_random_llama_shapes():
-    shape = S.LLAMA_SHAPES["tiny"]
+    shape = shapes.LLAMA_SHAPES["tiny"]
     state = torch.random.get_rng_state()
-    m1 = S.random_llama("tiny", seed=3)
+    m1 = shapes.random_llama("tiny", seed=3)
     assert torch.equal(state, torch.random.get_rng_state())  # caller's RNG untouched
-    m2 = S.random_llama("tiny", seed=3)
+    m2 = shapes.random_llama("tiny", seed=3)
     assert sum(p.numel() for p in m1.parameters()) == shape.num_parameters()
     assert all(torch.equal(a, b) for a, b in zip(m1.parameters(), m2.parameters(), strict=True))
-    assert S.LLAMA_SHAPES["1b"].num_parameters() == pytest.approx(1.236e9, rel=0.01)
-    assert S.LLAMA_SHAPES["8b"].num_parameters() == pytest.approx(8.03e9, rel=0.01)
+    assert shapes.LLAMA_SHAPES["1b"].num_parameters() == pytest.approx(1.236e9, rel=0.01)
+    assert shapes.LLAMA_SHAPES["8b"].num_parameters() == pytest.approx(8.03e9, rel=0.01)
     with pytest.raises(MemoryError, match="bfloat16"):
-        S.random_llama("8b", dtype=torch.float32, max_bytes=24 * 2**30)
-    assert S.llama_config("8b", num_layers=4).num_hidden_layers == 4
+        shapes.random_llama("8b", dtype=torch.float32, max_bytes=24 * 2**30)
+    assert shapes.llama_config("8b", num_layers=4).num_hidden_layers == 4
     with pytest.raises(ValueError, match="unknown Llama shape"):
-        S.llama_config("70b")
+        shapes.llama_config("70b")
 
 
 def test_engine_runs_on_random_models_with_synthetic_acceptance():
-    target, draft = S.random_llama("tiny", seed=0), S.random_llama("tiny-draft", seed=1)
+    target, draft = shapes.random_llama("tiny", seed=0), shapes.random_llama("tiny-draft", seed=1)
     with pytest.warns(S.SyntheticAcceptanceWarning):
         r = sv.speculative_generate(
             target, draft, [1, 2, 3], gamma=4, max_new_tokens=30, verifier="synthetic:0.5", seed=0

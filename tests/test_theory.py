@@ -13,9 +13,10 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz import theory as th
-from specviz.policies import ConstantGamma, ReplayCost, TokenRecord, replay
-from specviz.toy import ToyLM
+from specviz.drafting.policies import ConstantGamma
+from specviz.fixtures.toy import ToyLM
+from specviz.lab.policy_lab import ReplayCost, TokenRecord, replay
+from specviz.perf import theory as th
 
 Z_OK, Z_CONTROL = 3.29, 5.0
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import specviz as sv
+from specviz.fixtures.toy import ToyLM
 from specviz.stats import grouped_goodness_of_fit
-from specviz.toy import ToyLM
 from specviz.verification.base import VerifierSpec, _gathered, _lossless_core
 
 ALPHA = 1e-3

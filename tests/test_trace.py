@@ -12,7 +12,7 @@ import pytest
 
 import specviz as sv
 from specviz.core import trace as trace_module
-from specviz.trace import (
+from specviz.core.trace import (
     TRACE_FORMAT,
     TRACE_VERSION,
     DraftPosition,

@@ -20,11 +20,12 @@ import specviz as sv
 from specviz.core.trace import Trace
 from specviz.decoding import speculative_generate_batch
 from specviz.drafting import TreeDraft, TreeDrafter
+from specviz.effects.trees import stated_tree_setting, tree_zoo_effects
 from specviz.fixtures.llamas import tiny_llama_pair
 from specviz.stats import goodness_of_fit
 from specviz.verification import VERIFIERS
 from specviz.verification.trees import LOSSLESS_TREE_RULES, first_token_law_tree
-from specviz.verification.zoo import TREE_ZOO, stated_tree_setting, tree_zoo_effects
+from specviz.verification.zoo import TREE_ZOO
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

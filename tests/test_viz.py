@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import specviz as sv
-from specviz import viz
-from specviz.drafters import PromptLookupDrafter
+from specviz import views as viz
+from specviz.drafting import PromptLookupDrafter
+from specviz.perf.acceptance import accepted_counts, fit_alpha, per_position_acceptance
+from specviz.perf.theory import expected_tokens_per_call, truncated_geometric_law
 from specviz.stats import goodness_of_fit
 from specviz.views.palette import PALETTE
 from specviz.views.trace import STRIP_COLORS
@@ -246,7 +248,7 @@ def test_row_errors(trace):
 
 
 def test_per_position_acceptance_matches_summary(trace):
-    rate, reached = viz.per_position_acceptance(trace)
+    rate, reached = per_position_acceptance(trace)
     assert rate.tolist() == pytest.approx(list(trace.summary().per_position_acceptance))
     assert reached[0] == sum(1 for s in trace.steps if s.drafted)
     fig = viz.per_position_acceptance_figure({"toy": trace}, alpha=0.5)
@@ -256,37 +258,37 @@ def test_per_position_acceptance_matches_summary(trace):
 
 @pytest.mark.parametrize("alpha,gamma", [(0.0, 3), (0.3, 1), (0.7, 4), (0.95, 8), (1.0, 5)])
 def test_theory_identities(alpha, gamma):
-    law = viz.truncated_geometric_law(alpha, gamma)
+    law = truncated_geometric_law(alpha, gamma)
     assert law.sum() == pytest.approx(1.0)
     # E[tokens per call] = E[N] + 1 is the closed form
     mean = float((np.arange(gamma + 1) * law).sum()) + 1
-    assert viz.expected_tokens_per_call(alpha, gamma) == pytest.approx(mean)
+    assert expected_tokens_per_call(alpha, gamma) == pytest.approx(mean)
 
 
 def test_theory_input_errors():
     with pytest.raises(ValueError):
-        viz.truncated_geometric_law(1.2, 3)
+        truncated_geometric_law(1.2, 3)
     with pytest.raises(ValueError):
-        viz.truncated_geometric_law(0.5, 0)
+        truncated_geometric_law(0.5, 0)
     with pytest.raises(ValueError):
-        viz.fit_alpha([0, 5], 4)
-    assert math.isnan(viz.fit_alpha([], 4))
+        fit_alpha([0, 5], 4)
+    assert math.isnan(fit_alpha([], 4))
 
 
 def test_fit_alpha_recovers_the_law():
     rng = np.random.default_rng(0)
-    acc = rng.choice(5, size=20_000, p=viz.truncated_geometric_law(0.6, 4))
-    assert viz.fit_alpha(acc, 4) == pytest.approx(0.6, abs=0.01)
+    acc = rng.choice(5, size=20_000, p=truncated_geometric_law(0.6, 4))
+    assert fit_alpha(acc, 4) == pytest.approx(0.6, abs=0.01)
 
 
 def test_rejection_histogram(trace):
-    acc = viz.accepted_counts(trace, 4)
+    acc = accepted_counts(trace, 4)
     assert acc and all(0 <= a <= 4 for a in acc)
     fig = viz.rejection_histogram_figure(acc, 4)
     obs, law = by_name(fig, "observed"), by_name(fig, "truncated geometric")
     assert list(obs.y) == pytest.approx((np.bincount(acc, minlength=5) / len(acc)).tolist())
-    a = viz.fit_alpha(acc, 4)
-    assert list(law.y) == pytest.approx(viz.truncated_geometric_law(a, 4).tolist())
+    a = fit_alpha(acc, 4)
+    assert list(law.y) == pytest.approx(truncated_geometric_law(a, 4).tolist())
     # one convention: the first drafted token is position 1
     assert list(obs.x) == ["1", "2", "3", "4", "none: all accepted"]
 
@@ -305,7 +307,7 @@ def test_tokens_per_call_figures():
     fig = viz.tokens_per_call_vs_gamma_figure([0.6, 0.8], 5, pts)
     assert len(fig.data) == 3
     assert list(fig.data[1].y) == pytest.approx(
-        [viz.expected_tokens_per_call(0.8, g) for g in range(1, 6)]
+        [expected_tokens_per_call(0.8, g) for g in range(1, 6)]
     )
     assert list(fig.data[2].error_y.array) == pytest.approx([1.96 * 0.05] * 3)
     fig = viz.tokens_per_call_vs_alpha_figure(4, pts[:1])

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 import specviz as sv
-from specviz import viz
-from specviz import widgets as W
+from specviz import lab as W
+from specviz import views as viz
+from specviz.perf.theory import truncated_geometric_law
 from specviz.stats import goodness_of_fit, tv_distance
 
 ALPHA = 1e-3
@@ -264,7 +265,7 @@ def test_simulate_toy_follows_theory():
     sim = W.simulate_toy(1.0, 1.0, 4, tokens=4000)
     assert abs(sim.tokens_per_call - sim.theory) < 4 * sim.tokens_per_call_se
     counts = np.bincount(sim.accepted, minlength=5)
-    law = viz.truncated_geometric_law(sim.alpha, 4)
+    law = truncated_geometric_law(sim.alpha, 4)
     assert goodness_of_fit(counts, law).pvalue > ALPHA
     assert sim.new_tokens == 4000 and sim.target_calls >= len(sim.accepted)
 
@@ -484,7 +485,7 @@ def test_precision_greedy_identical_and_a_negative_control(smollm2):
     """Same model under two labels: every row identical. A different model as the second
     'precision' (the target's first 20 layers): plain text diverges with a clear margin, which
     the verdict must call a bug, not numerics."""
-    from specviz.drafters import early_exit_model
+    from specviz.drafting import early_exit_model
     from specviz.prompts import Prompt
 
     model, tok = smollm2
@@ -513,7 +514,7 @@ def test_precision_greedy_identical_and_a_negative_control(smollm2):
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     """A real run_grid on the toy pair: two 'categories', two drafters, two gammas, both modes."""
-    from specviz.analysis import run_grid
+    from specviz.lab.analysis import run_grid
 
     target, draft = PAIR
     prompts = [[0, 1, 2, 0, 1, 2, 0, 1], [1, 2, 3], [2, 2, 2, 2]]
@@ -553,7 +554,7 @@ def test_pooled_cells_sum_the_grid(grid):
 
 
 def test_grid_explorer_dropdowns_redraw(grid):
-    from specviz.analysis import summarize
+    from specviz.lab.analysis import summarize
 
     ex = W.GridExplorer(grid)
     assert ex.state["category"] == "all"
@@ -610,7 +611,7 @@ def test_grid_explorer_dropdowns_redraw(grid):
 
 
 def test_grid_drafters(smollm2):
-    from specviz.heads import default_head_path
+    from specviz.drafting.heads import default_head_path
 
     model, _ = smollm2
     specs, skipped = W.grid_drafters(

@@ -19,10 +19,10 @@ import math
 import numpy as np
 import pytest
 
-from specviz.batch import autoregressive_generate_batch, speculative_generate_batch
+from specviz.decoding import autoregressive_generate_batch, speculative_generate_batch
+from specviz.effects.zoo import first_token_law, stated_setting, zoo_effects
 from specviz.stats import goodness_of_fit, homogeneity
-from specviz.verify import VERIFIERS
-from specviz.zoo import first_token_law, stated_setting, zoo_effects
+from specviz.verification import VERIFIERS
 
 TARGET, DRAFT, CONTEXT, PARAMS = stated_setting()
 T_LOGITS, D_LOGITS = TARGET.next_logits(CONTEXT), DRAFT.next_logits(CONTEXT)

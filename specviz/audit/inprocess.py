@@ -30,10 +30,12 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..views.reports import audit_html
 from .config import _SEED_ARM, _SEED_PROMPT, ARMS, AuditConfig
 from .engines import FAILED, Engine, EngineError, Sampling, engine_from_spec, identity_spec
 from .report import AuditReport
-from .run import _Counters, _greedy, _Raw, _tests
+from .sampling import _Counters, _Raw
+from .statistics import _greedy, _tests
 
 __all__ = ["engine_audit", "identity_probe", "run_engine_audit"]
 
@@ -232,7 +234,7 @@ def run_engine_audit(
         first_token_pvalues=_first_token_pvalues(cfg, raw),
     )
     if out is not None:
-        report.to_html(out / "report.html")
+        audit_html(report, out / "report.html")
         tmp = out / "summary.json.tmp"
         tmp.write_text(json.dumps(report.to_json(), indent=1, default=str), encoding="utf-8")
         tmp.replace(out / "summary.json")

@@ -31,7 +31,8 @@ from .. import stats
 from ..checks.sequential import SequentialReport, SequentialRun
 from .client import Endpoint, preflight
 from .config import AuditConfig
-from .run import _as_endpoint, _Counters, _Raw, _sample
+from .run import _as_endpoint
+from .sampling import _Counters, _Raw, _sample
 
 __all__ = ["audit_sequential", "run_sequential_audit"]
 

@@ -37,8 +37,9 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..core.args import check_flag
+from ..core.drawing import view
 from ..core.runners import vocab_size_of
-from ..core.sampling import SamplingParams
+from ..core.sampling import SamplingParams, sampling_params
 from ..decoding.batched import (
     BatchResult,
     autoregressive_generate_batch,
@@ -110,9 +111,8 @@ class ConsistencyReport:
     def figures(self, tokenizer: Any = None) -> dict[str, Any]:
         """Observed-vs-reference bars (first token, labelled by token text when ``tokenizer``
         is given, else ``#id``), p-value QQ plot, PIT histogram."""
-        from ..views.reports import consistency_figures
-
-        return consistency_figures(self, tokenizer=tokenizer)
+        # a view: drawn by specviz.views.reports.consistency_figures (core/drawing.py says why)
+        return view("reports.consistency_figures")(self, tokenizer=tokenizer)
 
 
 def _sample_arm(fn, n: int, batch_size: int, seed: int, desc: str, progress: bool, **kw):
@@ -157,6 +157,7 @@ def consistency_check(
     tv_threshold: float = 0.1,
     sequential: bool = False,
     tv_tolerance: float = 0.05,
+    params: SamplingParams | None = None,
 ) -> ConsistencyReport | SequentialReport:
     """Speculative vs standard sampling on ``prompts`` (token-id lists, strings or
     :class:`~specviz.prompts.Prompt` with ``tokenizer``); ``n_samples`` per arm and prompt.
@@ -169,7 +170,10 @@ def consistency_check(
     the anytime-valid test rejects ("inconsistent"), every position's TV upper bound is below
     ``tv_tolerance`` ("equivalent within ...") or ``n_samples`` per arm -- the cap; None: 1.5x
     the fixed-n design for ``tv_tolerance`` -- is reached ("inconclusive"). The samples are the
-    fixed-n check's, in its order."""
+    fixed-n check's, in its order.
+
+    ``params`` (a :class:`~specviz.SamplingParams`, sampling) may replace ``temperature``,
+    ``top_k`` and ``top_p``."""
     import pandas as pd
 
     if not check_flag("do_sample", do_sample):
@@ -197,12 +201,15 @@ def consistency_check(
     if seed > 2**62:
         raise ValueError(f"seed must be an integer in [0, 2**62], got {seed}")
     check_flag("progress", progress)
-    SamplingParams(True, temperature, top_k, top_p)  # refuse bad settings before sampling
+    # refuse bad settings before sampling
+    settings = sampling_params(
+        params, True, temperature, top_k, top_p, defaults=SamplingParams(True)
+    )
+    if not settings.do_sample:
+        raise ValueError("consistency_check compares sampled outputs; use greedy_check for greedy")
     get_verifier(verifier, greedy=False)
     id_lists = prompt_ids(prompts, tokenizer, vocab_size_of(target))
-    sampling = dict(
-        do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p, eos_token_id=eos_token_id
-    )
+    sampling = dict(params=settings, eos_token_id=eos_token_id)
     if sequential:
 
         def draw(pi: int, start: int, m: int) -> tuple[list, list]:

@@ -13,7 +13,8 @@ from .. import stats
 from ..core.args import check_real
 from ..core.runners import vocab_size_of
 from ..decoding.inputs import check_count, check_vocab, eos_set
-from ..decoding.serial import autoregressive_generate, policy_drafter, speculative_generate
+from ..decoding.resolve import policy_drafter
+from ..decoding.serial import autoregressive_generate, speculative_generate
 from ..drafting.model import as_drafter
 from ..drafting.policies import as_policy
 from ..verification.base import get_verifier

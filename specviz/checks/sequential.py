@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import stats
+from ..core.drawing import view
 
 __all__ = ["END", "SequentialReport", "SequentialRun", "fixed_n_design", "sequence_views"]
 
@@ -143,18 +144,9 @@ class SequentialReport:
         return f"{head}{what}. {saved[0].upper()}{saved[1:]} ({self.fixed_n_basis}); used {ratio} of it."
 
     def figures(self) -> dict[str, Any]:
-        """The e-value and TV upper end after every batch (plotly)."""
-        from ..views.stats import sequential_figure
-
-        return {
-            "e_value": sequential_figure(
-                {self.compared: self.trajectory},
-                alpha=self.alpha,
-                tv_tolerance=self.tv_tolerance,
-                fixed_n=self.fixed_n,
-                outcomes={self.compared: self.decision},
-            )
-        }
+        """The e-value and TV upper end after every batch (plotly): a view, drawn by
+        :func:`specviz.views.stats.sequential_figures` (``core/drawing.py`` says why)."""
+        return view("stats.sequential_figures")(self)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}

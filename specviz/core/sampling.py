@@ -27,6 +27,7 @@ __all__ = [
     "sample",
     "sample_grouped",
     "sample_with_uniform",
+    "sampling_params",
     "softmax",
 ]
 
@@ -79,6 +80,45 @@ class SamplingParams:
     @property
     def is_greedy(self) -> bool:
         return not self.do_sample
+
+
+def sampling_params(
+    params: SamplingParams | None,
+    do_sample: bool,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    *,
+    defaults: SamplingParams | None = None,
+) -> SamplingParams:
+    """The settings of a public entry that takes ``params`` and the four keywords: ``params``
+    when given, else the keywords. With both, a keyword away from its default (``defaults``,
+    the entry's own) must agree with ``params``: a conflict is refused, never resolved
+    silently.
+
+    >>> sampling_params(SamplingParams(True, 0.7), True, 1.0, None, None).temperature
+    0.7
+    >>> sampling_params(SamplingParams(True, 0.7), True, 0.5, None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: params=SamplingParams(do_sample=True, temperature=0.7, top_k=None, top_p=None) and temperature=0.5 disagree: give the setting once (in params, or as a keyword)
+    """
+    given = SamplingParams(do_sample, temperature, top_k, top_p)  # validated either way
+    defaults = SamplingParams() if defaults is None else defaults
+    if params is None:
+        return given
+    if not isinstance(params, SamplingParams):
+        raise TypeError(
+            f"params must be a specviz.SamplingParams, got {type(params).__name__} {params!r}"
+        )
+    for name in ("do_sample", "temperature", "top_k", "top_p"):
+        value = getattr(given, name)
+        if value != getattr(defaults, name) and value != getattr(params, name):
+            raise ValueError(
+                f"params={params!r} and {name}={value!r} disagree: give the setting once (in "
+                "params, or as a keyword)"
+            )
+    return params
 
 
 def as_number(x: object) -> float | int | None:

@@ -23,59 +23,19 @@ cache: the same checks, step and records as the serial engine.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from ..core.runners import as_runner, vocab_size_of
-from ..core.sampling import SamplingParams
+from ..core.sampling import SamplingParams, sampling_params
 from ..core.trace import Trace
-from ..drafting.model import ModelDrafter, as_drafter
-from ..drafting.policies import ConstantGamma, as_policy
-from ..verification.base import get_verifier
-from .drafts import DrafterGroups, DraftSource, ModelGroups
-from .inputs import (
-    check_count,
-    check_models,
-    check_positions,
-    check_vocab,
-    eos_set,
-    prompt_list,
-    row_generators,
-)
+from .resolve import resolve
 from .results import BatchResult
-from .serial import policy_drafter
 from .state import Row
 from .step import Decoder
-from .targets import BatchTarget, SingleTarget
 
 __all__ = ["BatchResult", "autoregressive_generate_batch", "speculative_generate_batch"]
-
-
-def _target(model: Any, rows: int) -> BatchTarget | SingleTarget:
-    """A one-row batch of a model marked by ``use_static_cache`` runs on that static runner;
-    otherwise the masked batch cache (which is dynamic: say so once)."""
-    static = getattr(model, "__dict__", {}).get("_specviz_static")
-    if static is not None:
-        if rows == 1:
-            return SingleTarget(as_runner(model))
-        warnings.warn(
-            "use_static_cache() applies to single-sequence decoding; the batched engine runs "
-            "its masked dynamic cache",
-            stacklevel=3,
-        )
-    return BatchTarget(model)
-
-
-def _rows(prompts: list[torch.Tensor], seed: Any, max_new_tokens: int, device) -> list[Row]:
-    gens, seeds = row_generators(seed, len(prompts), device)
-    return [Row(i, gens[i], seeds[i], p, max_new_tokens) for i, p in enumerate(prompts)]
-
-
-def _device(model: Any) -> torch.device:
-    return torch.device("cpu") if hasattr(model, "make_runner") else next(model.parameters()).device
 
 
 def _result(rows: list[Row], decoder: Decoder, total: float, *, record: bool, plain: bool,
@@ -110,33 +70,19 @@ def autoregressive_generate_batch(
     seed: int | torch.Generator | None = 0,
     eos_token_id: int | Sequence[int] | None = None,
     record: bool = False,
+    params: SamplingParams | None = None,
 ) -> BatchResult:
     """Standard sampling, batched: ``num_sequences`` samples of one prompt, or one row per
     prompt when ``input_ids`` is a list of prompts. Row i == serial run with seed+i.
 
-    ``model_calls`` counts batched forward passes; their rows are distinct prefixes only."""
-    params = SamplingParams(do_sample, temperature, top_k, top_p)
-    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
-    check_models(target)
-    vocab = vocab_size_of(target)
-    prompts = prompt_list(input_ids, num_sequences, vocab)
-    check_positions(target, max(p.numel() for p in prompts), max_new_tokens)
-    eos = eos_set(eos_token_id, vocab)
-    rows = _rows(prompts, seed, max_new_tokens, _device(target))
-    decoder = Decoder(
-        _target(target, len(rows)),
-        DraftSource(),
-        rows,
-        params=params,
-        spec=get_verifier("lossless", greedy=params.is_greedy),
-        policy=ConstantGamma(0),
-        eos=eos,
-        plain=True,
-        record=record,
-        vocab=vocab,
-    )
+    ``model_calls`` counts batched forward passes; their rows are distinct prefixes only.
+    ``params`` (a :class:`~specviz.SamplingParams`) may replace the four sampling keywords."""
+    params = sampling_params(params, do_sample, temperature, top_k, top_p)
+    r = resolve(target, input_ids, params=params, max_new_tokens=max_new_tokens, seed=seed,
+                eos_token_id=eos_token_id, batched=True, num_sequences=num_sequences)  # fmt: skip
+    decoder = r.decoder(plain=True, record=record)
     total = decoder.run()
-    return _result(rows, decoder, total, record=record, plain=True, traces=None)
+    return _result(r.rows, decoder, total, record=record, plain=True, traces=None)
 
 
 def speculative_generate_batch(
@@ -156,6 +102,7 @@ def speculative_generate_batch(
     verifier: str = "lossless",
     record: bool = False,
     trace: bool = False,
+    params: SamplingParams | None = None,
 ) -> BatchResult:
     """Speculative sampling, batched: ``num_sequences`` samples of one prompt, or one row per
     prompt when ``input_ids`` is a list of prompts.
@@ -177,53 +124,21 @@ def speculative_generate_batch(
     :class:`~specviz.drafting.policies.ConfidenceStop` stops each row's draft where its own
     draft confidence drops. Policies choose how much is drafted, never how it is verified, so
     every row stays lossless; a one-row batch reproduces the serial engine with the same
-    policy. ``trace=True`` keeps every row's trace (``BatchResult.traces``).
+    policy. ``trace=True`` keeps every row's trace (``BatchResult.traces``). ``params`` (a
+    :class:`~specviz.SamplingParams`) may replace the four sampling keywords.
     """
-    params = SamplingParams(do_sample, temperature, top_k, top_p)
-    policy = as_policy(gamma)
-    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
-    check_models(target)
-    vocab = vocab_size_of(target)
-    prompts = prompt_list(input_ids, num_sequences, vocab)
-    longest = max(p.numel() for p in prompts)
-    check_positions(target, longest, max_new_tokens)
-    eos = eos_set(eos_token_id, vocab)
-    spec = get_verifier(verifier, greedy=params.is_greedy)
-    source = _draft_source(draft, spec.draft_mode, policy, vocab)
-    check_models(target, getattr(source, "drafter", getattr(source, "model", None)), longest,
-                 max_new_tokens)  # fmt: skip
-    rows = _rows(prompts, seed, max_new_tokens, _device(target))
-    decoder = Decoder(
-        _target(target, len(rows)),
-        source,
-        rows,
-        params=params,
-        spec=spec,
-        policy=policy,
-        eos=eos,
-        trace=trace,
-        record=record,
-        vocab=vocab,
-    )
+    params = sampling_params(params, do_sample, temperature, top_k, top_p)
+    r = resolve(target, input_ids, params=params, max_new_tokens=max_new_tokens, seed=seed,
+                eos_token_id=eos_token_id, draft=draft, gamma=gamma, verifier=verifier,
+                batched=True, num_sequences=num_sequences)  # fmt: skip
+    decoder = r.decoder(trace=trace, record=record)
     total = decoder.run()
     traces = None
     if trace:
-        meta = {"kind": "speculative", "params": params.__dict__, "verifier": spec.name,
-                "drafter": source.name, "vocab_size": decoder.vocab}  # fmt: skip
+        meta = {"kind": "speculative", "params": params.__dict__, "verifier": r.spec.name,
+                "drafter": r.source.name, "vocab_size": decoder.vocab}  # fmt: skip
         traces = [
-            Trace(tuple(r.steps), {**meta, "seed": r.seed, "prompt_length": r.prompt.numel()})
-            for r in rows
+            Trace(tuple(row.steps), {**meta, "seed": row.seed, "prompt_length": row.prompt.numel()})
+            for row in r.rows
         ]
-    return _result(rows, decoder, total, record=record, plain=False, traces=traces)
-
-
-def _draft_source(draft: Any, mode: str, policy: Any, vocab: int | None) -> DraftSource:
-    """A draft model (or a model drafter) is drafted batched over the rows; any other
-    drafter runs one instance per group of identical rows."""
-    if isinstance(draft, ModelDrafter) or not hasattr(draft, "propose"):
-        drafter = as_drafter(draft)  # a clear error for something that is neither
-        check_vocab(vocab, drafter)
-        return ModelGroups(drafter.model, mode, drafter.name, policy.draft_stop())
-    drafter = policy_drafter(as_drafter(draft, mode=mode), policy)
-    check_vocab(vocab, drafter)
-    return DrafterGroups(drafter)
+    return _result(r.rows, decoder, total, record=record, plain=False, traces=traces)

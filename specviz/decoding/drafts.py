@@ -4,6 +4,7 @@ rows diverge), or a draft model run batched over the groups token by token.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -11,8 +12,7 @@ import torch
 from ..core.batch_runners import batch_runner
 from ..core.sampling import SamplingParams, logits_to_probs, sample_grouped
 from ..drafting.base import Draft, Drafter, TreeDraft
-from ..drafting.modes import _draft_step, check_draft_logits
-from ..drafting.policies import DraftStop
+from ..drafting.modes import DraftStop, check_draft_logits, draft_step
 from .inputs import check_draft, check_tree
 from .state import DraftGroup, Group, Row
 from .targets import prefill
@@ -138,86 +138,79 @@ class ModelGroups(DraftSource):
         self.valid = torch.ones(G, 1, dtype=torch.bool)
 
     def draft(self, groups: list[Group], ks: list[int], vocab: int | None) -> list[DraftGroup]:
-        params, run = self.params, self.runner
-        G, ks = len(groups), list(ks)
-        width = max(ks)
-        members = [list(g.rows) for g in groups]
-        origin = list(range(G))  # group each physical draft row came from
-        self.fed_last = [False] * G  # a confidence stop already fed the draft its last token
+        G, width = len(groups), max(ks)
+        b = _DraftRows([list(g.rows) for g in groups], list(ks), list(range(G)), [False] * G,
+                       torch.zeros(G, max(width, 0), dtype=torch.long), [[] for _ in range(G)])  # fmt: skip
         self.cols: list[int] = []  # physical draft-cache columns of x_1..x_{width-1}
         self.caught_up = width > 0  # a plain step leaves the draft behind (caught up later)
-        drafts = torch.zeros(G, max(width, 0), dtype=torch.long)
-        qs: list[list[torch.Tensor]] = [[] for _ in range(G)]
         if self.caught_up:
-            logits = run.extend(self.pending, self.valid, 1)[:, -1]  # [G, V]
+            logits = self.runner.extend(self.pending, self.valid, 1)[:, -1]  # [G, V]
         for i in range(width):
-            if i >= max(ks):  # every group stopped drafting
+            if i >= max(b.ks):  # every group stopped drafting
                 break
-            check_draft_logits(logits, self.name)
-            exact = self.mode == "exact"
-            q_all = logits_to_probs(logits, params) if exact else None
-            if self.stop is not None and i >= self.stop.min_tokens:
-                # the serial ConfidenceStopDrafter's rule, per group, before the draw
-                conf = (
-                    torch.softmax(logits.float(), dim=-1)
-                    if params.is_greedy
-                    else (q_all if q_all is not None else logits_to_probs(logits, params))
-                ).amax(-1)  # [G]
-                for p in range(G):
-                    if i < ks[p] and float(conf[p]) < self.stop.threshold:
-                        ks[p] = i
-                        self.fed_last[p] = i > 0
-            drawing = [p for p in range(G) if i < ks[p]]
-            rows = [(p, r) for p in drawing for r in members[p]]
-            if q_all is not None:  # every drawing row at once, from its group's q
-                owner = [p for p, _ in rows]
-                gens = [r.generator for _, r in rows]
-                toks = _sample_rows(q_all, gens, params.is_greedy, owner)
-                drawn = [(p, r, t, q_all[p]) for (p, r), t in zip(rows, toks, strict=True)]
-            else:  # the bug zoo's misbehaving drafts, row by row
-                drawn = []
-                for p, r in rows:
-                    tok, q = _draft_step(logits[p], params, self.mode, r.generator)
-                    drawn.append((p, r, int(tok), q))
-            split: dict[tuple[int, int], list[Row]] = {}  # (parent, token) -> rows
-            q_of: dict[tuple[int, int], torch.Tensor] = {}
-            for p in range(G):
-                if i >= ks[p]:
-                    split[(p, -1)] = members[p]
-            for p, r, tok, q in drawn:
-                split.setdefault((p, int(tok)), []).append(r)
-                q_of[(p, int(tok))] = q
-            split = dict(sorted(split.items(), key=lambda kv: kv[0]))  # children in parent order
-            parents = [p for p, _ in split]
-            if parents != list(range(G)):  # fork groups whose rows drew different tokens
-                idx = torch.tensor(parents, dtype=torch.long)
-                run.select(idx)
-                self.pending, self.valid = self.pending[idx], self.valid[idx]
-                drafts, logits = drafts[idx], logits[idx]
-                qs = [list(qs[p]) for p in parents]
-                ks = [ks[p] for p in parents]
-                self.fed_last = [self.fed_last[p] for p in parents]
-                origin = [origin[p] for p in parents]
-            members = list(split.values())
-            G = len(members)
-            for c, (p, tok) in enumerate(split):
-                if tok >= 0:
-                    drafts[c, i] = tok
-                    qs[c].append(q_of[(p, tok)])
-            if i + 1 < max(ks):
-                feed_valid = torch.tensor([i + 1 < ks[c] for c in range(G)]).view(G, 1)
-                self.cols.append(run.mask.shape[1])
-                logits = run.extend(drafts[:, i : i + 1], feed_valid, 1)[:, -1]
-        self.ks = ks
+            logits = self._position(b, i, logits)
+        self.ks, self.fed_last, self._drafts = b.ks, b.fed_last, b.drafts
         out = []
-        for c in range(G):
-            k = ks[c]
-            q = torch.stack(qs[c]) if k else None
-            dg = DraftGroup(origin[c], members[c], drafts[c, :k].clone(), q)
+        for c, k in enumerate(b.ks):
+            q = torch.stack(b.qs[c]) if k else None
+            dg = DraftGroup(b.origin[c], b.members[c], b.drafts[c, :k].clone(), q)
             check_draft(Draft(dg.tokens, dg.q_draft), max(width, 0), vocab, self.name)
             out.append(dg)
-        self._drafts = drafts
         return out
+
+    def _position(self, b: _DraftRows, i: int, logits: torch.Tensor) -> torch.Tensor:
+        """Draft position ``i`` of every group ([G, V] logits): the stop rule, every row's
+        draw, the forks where rows drew differently; returns the next position's logits."""
+        check_draft_logits(logits, self.name)
+        params = self.params
+        q_all = logits_to_probs(logits, params) if self.mode == "exact" else None
+        halt = None if self.stop is None else self.stop.stops(i, logits, params, q_all)
+        if halt is not None:  # [G]: the serial drafter's rule, per group, before the draw
+            for p in halt.nonzero().view(-1).tolist():
+                if i < b.ks[p]:
+                    b.ks[p] = i
+                    b.fed_last[p] = i > 0  # the draft has already been fed its last token
+        split, q_of = self._draw(b, i, logits, q_all)
+        parents = [p for p, _ in split]
+        if parents != list(range(len(b.ks))):  # fork groups whose rows drew different tokens
+            idx = torch.tensor(parents, dtype=torch.long)
+            self.runner.select(idx)
+            self.pending, self.valid = self.pending[idx], self.valid[idx]
+            b.fork(parents)
+            logits = logits[idx]
+        b.members = list(split.values())
+        for c, (p, tok) in enumerate(split):
+            if tok >= 0:
+                b.drafts[c, i] = tok
+                b.qs[c].append(q_of[(p, tok)])
+        if i + 1 >= max(b.ks):
+            return logits
+        feed_valid = torch.tensor([i + 1 < k for k in b.ks]).view(len(b.ks), 1)
+        self.cols.append(self.runner.mask.shape[1])
+        return self.runner.extend(b.drafts[:, i : i + 1], feed_valid, 1)[:, -1]
+
+    def _draw(self, b: _DraftRows, i: int, logits: torch.Tensor, q_all: torch.Tensor | None):
+        """Every drawing row's token at position ``i``: ``(group, token) -> rows`` in group
+        order (token -1: the group stopped) and the q_draft of each (group, token)."""
+        rows = [(p, r) for p, k in enumerate(b.ks) if i < k for r in b.members[p]]
+        if q_all is not None:  # every drawing row at once, from its group's q
+            owner = [p for p, _ in rows]
+            toks = _sample_rows(q_all, [r.generator for _, r in rows], self.params.is_greedy, owner)
+            drawn = [(p, r, t, q_all[p]) for (p, r), t in zip(rows, toks, strict=True)]
+        else:  # the bug zoo's misbehaving drafts, row by row
+            drawn = []
+            for p, r in rows:
+                tok, q = draft_step(logits[p], self.params, self.mode, r.generator)
+                drawn.append((p, r, int(tok), q))
+        split: dict[tuple[int, int], list[Row]] = {}  # (parent, token) -> rows
+        q_of: dict[tuple[int, int], torch.Tensor] = {}
+        for p, k in enumerate(b.ks):
+            if i >= k:
+                split[(p, -1)] = b.members[p]
+        for p, r, tok, q in drawn:
+            split.setdefault((p, int(tok)), []).append(r)
+            q_of[(p, int(tok))] = q
+        return dict(sorted(split.items(), key=lambda kv: kv[0])), q_of  # children in parent order
 
     def commit(self, groups: list[Group], plan: list[tuple[int, int, int, int]]) -> None:
         run = self.runner
@@ -245,6 +238,27 @@ class ModelGroups(DraftSource):
             self.valid = torch.cat([self.valid[idx], new_valid], 1)
         if G:
             run.trim()
+
+
+@dataclass(eq=False)
+class _DraftRows:
+    """The physical draft rows of one :meth:`ModelGroups.draft` call (they fork as rows'
+    draws differ): their rows, drafts wanted, original group, and what they drew."""
+
+    members: list[list[Row]]
+    ks: list[int]
+    origin: list[int]  # group each physical draft row came from
+    fed_last: list[bool]  # a confidence stop already fed the draft its last token
+    drafts: torch.Tensor  # [G, width]
+    qs: list[list[torch.Tensor]]
+
+    def fork(self, parents: list[int]) -> None:
+        idx = torch.tensor(parents, dtype=torch.long)
+        self.drafts = self.drafts[idx]
+        self.qs = [list(self.qs[p]) for p in parents]
+        self.ks = [self.ks[p] for p in parents]
+        self.fed_last = [self.fed_last[p] for p in parents]
+        self.origin = [self.origin[p] for p in parents]
 
 
 def _draft_key(prop: Draft | TreeDraft) -> tuple:

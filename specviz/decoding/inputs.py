@@ -61,24 +61,7 @@ def prompt_tensor(input_ids: Any, vocab: int | None = None, *, batched_hint: boo
     if isinstance(input_ids, np.ndarray) and input_ids.dtype.kind in "iu":
         input_ids = torch.from_numpy(input_ids.astype(np.int64))
     if isinstance(input_ids, torch.Tensor):
-        t = input_ids
-        if t.dim() == 2:
-            if t.shape[0] != 1:
-                raise ValueError(
-                    f"input_ids must be a single sequence (1xT), got batch of {t.shape[0]}"
-                    + (
-                        "; for many prompts use speculative_generate_batch / "
-                        "autoregressive_generate_batch"
-                        if batched_hint
-                        else ""
-                    )
-                )
-            t = t[0]
-        if t.dim() != 1:
-            raise ValueError(f"input_ids must be 1xT or T, got shape {tuple(input_ids.shape)}")
-        if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
-            raise ValueError(f"input_ids must be integer token ids, got dtype {t.dtype}")
-        t = t.detach().to("cpu", torch.long)
+        t = _prompt_from_tensor(input_ids, batched_hint)
     elif isinstance(input_ids, Sequence) and not isinstance(input_ids, (str, bytes)):
         items = list(input_ids)
         if items and all(_is_prompt_like(x) for x in items):
@@ -109,6 +92,32 @@ def prompt_tensor(input_ids: Any, vocab: int | None = None, *, batched_hint: boo
                 else ""
             )
         )
+    _check_ids(t, vocab)
+    return t
+
+
+def _prompt_from_tensor(input_ids: torch.Tensor, batched_hint: bool) -> torch.Tensor:
+    t = input_ids
+    if t.dim() == 2:
+        if t.shape[0] != 1:
+            raise ValueError(
+                f"input_ids must be a single sequence (1xT), got batch of {t.shape[0]}"
+                + (
+                    "; for many prompts use speculative_generate_batch / "
+                    "autoregressive_generate_batch"
+                    if batched_hint
+                    else ""
+                )
+            )
+        t = t[0]
+    if t.dim() != 1:
+        raise ValueError(f"input_ids must be 1xT or T, got shape {tuple(input_ids.shape)}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integer token ids, got dtype {t.dtype}")
+    return t.detach().to("cpu", torch.long)
+
+
+def _check_ids(t: torch.Tensor, vocab: int | None) -> None:
     if t.numel() == 0:
         raise ValueError("input_ids is empty: the prompt needs at least one token (e.g. BOS)")
     lo, hi = int(t.min()), int(t.max())
@@ -119,7 +128,6 @@ def prompt_tensor(input_ids: Any, vocab: int | None = None, *, batched_hint: boo
             f"input_ids contains token id {hi}, outside the target's vocabulary [0, {vocab}); "
             "was the prompt tokenized with another model's tokenizer?"
         )
-    return t
 
 
 def _is_prompt_like(x: Any) -> bool:

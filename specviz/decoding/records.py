@@ -106,6 +106,53 @@ def _positions(
     top-k -- so a figure never has to draw a bar whose other value is unknown. ``top_p_*`` is
     that set sorted by p, ``top_q_*`` the same set sorted by q (their first k entries are each
     law's own top-k). ``u`` is NaN after the first rejection: no test took place there."""
+    k, n = dg.tokens.numel(), v.num_accepted
+    h = _on_host(dg, p_target, v, committed)
+    top_ps = [_by_value(ids, ps) for ids, ps in zip(h["c_i"], h["c_p"], strict=True)]
+    top_qs = [_by_value(ids, qs) for ids, qs in zip(h["c_i"], h.get("c_q", ()), strict=False)]
+    res = _by_value(h["r_i"], h["r_v"]) if "r_i" in h else ((), ())
+    none: tuple[tuple, tuple] = ((), ())
+    rows = [
+        _drafted_position(
+            start,
+            dg,
+            i,
+            n,
+            committed,
+            h,
+            top_ps[i],
+            top_qs[i] if top_qs else none,
+            res if i == n else none,
+        )  # fmt: skip
+        for i in range(k)
+    ]
+    if n == k:
+        nan = float("nan")
+        rows.append(
+            DraftPosition(
+                position=start + k,
+                draft_token=-1,
+                q_draft=nan,
+                p_target=nan,
+                accept_prob=nan,
+                u=nan,
+                accepted=False,
+                evaluated=True,
+                emitted_token=committed[k] if len(committed) > k else -1,
+                emitted_kind="bonus",
+                top_p_ids=top_ps[k][0],
+                top_p_probs=top_ps[k][1],
+            )
+        )
+    return tuple(rows)
+
+
+def _on_host(
+    dg: DraftGroup, p_target: torch.Tensor, v: Verdict, committed: Sequence[int]
+) -> dict[str, list]:
+    """Everything the trace rows of one step read, gathered on the device and moved to the
+    host at once: p(x), q(x), acceptance, uniforms, the candidate ids with p (and q) over
+    them, and the residual's top-k at the rejection."""
     k = dg.tokens.numel()
     n = v.num_accepted
     dev = p_target.device
@@ -145,54 +192,40 @@ def _positions(
     host["c_i"], host["c_p"] = cand, p_target[: k + 1].gather(1, cand)
     if q_draft is not None and k:
         host["c_q"] = q_draft.gather(1, cand[:k])
-    h = {key: val.tolist() for key, val in host.items()}
-    top_ps = [_by_value(ids, ps) for ids, ps in zip(h["c_i"], h["c_p"], strict=True)]
-    top_qs = [_by_value(ids, qs) for ids, qs in zip(h["c_i"], h.get("c_q", ()), strict=False)]
-    res = _by_value(h["r_i"], h["r_v"]) if "r_i" in h else ((), ())
-    nan = float("nan")
+    return {key: val.tolist() for key, val in host.items()}
 
-    rows = []
-    for i in range(k):
-        kind = "accepted" if i < n else "corrected" if i == n else "discarded"
-        # EOS or max_new_tokens can cut a step short: only committed tokens count as emitted.
-        emitted = committed[i] if i < len(committed) else -1
-        rej = i == n
-        rows.append(
-            DraftPosition(
-                position=start + i,
-                draft_token=int(dg.tokens[i]),
-                q_draft=h["q_x"][i],
-                p_target=h["p_x"][i],
-                accept_prob=h["acc"][i],
-                u=h["u"][i] if i <= n else nan,
-                accepted=i < n,
-                evaluated=i <= n,
-                emitted_token=emitted,
-                emitted_kind=kind,
-                top_p_ids=top_ps[i][0],
-                top_p_probs=top_ps[i][1],
-                top_q_ids=top_qs[i][0] if top_qs else (),
-                top_q_probs=top_qs[i][1] if top_qs else (),
-                residual_ids=res[0] if rej else (),
-                residual_probs=res[1] if rej else (),
-                **_source(dg.source, i),
-            )
-        )
-    if n == k:
-        rows.append(
-            DraftPosition(
-                position=start + k,
-                draft_token=-1,
-                q_draft=nan,
-                p_target=nan,
-                accept_prob=nan,
-                u=nan,
-                accepted=False,
-                evaluated=True,
-                emitted_token=committed[k] if len(committed) > k else -1,
-                emitted_kind="bonus",
-                top_p_ids=top_ps[k][0],
-                top_p_probs=top_ps[k][1],
-            )
-        )
-    return tuple(rows)
+
+def _drafted_position(
+    start: int,
+    dg: DraftGroup,
+    i: int,
+    n: int,
+    committed: Sequence[int],
+    h: dict[str, list],
+    top_p: tuple[tuple, tuple],
+    top_q: tuple[tuple, tuple],
+    residual: tuple[tuple, tuple],
+) -> DraftPosition:
+    """The trace row of draft ``i`` when ``n`` drafts were accepted."""
+    kind = "accepted" if i < n else "corrected" if i == n else "discarded"
+    # EOS or max_new_tokens can cut a step short: only committed tokens count as emitted.
+    emitted = committed[i] if i < len(committed) else -1
+    return DraftPosition(
+        position=start + i,
+        draft_token=int(dg.tokens[i]),
+        q_draft=h["q_x"][i],
+        p_target=h["p_x"][i],
+        accept_prob=h["acc"][i],
+        u=h["u"][i] if i <= n else float("nan"),
+        accepted=i < n,
+        evaluated=i <= n,
+        emitted_token=emitted,
+        emitted_kind=kind,
+        top_p_ids=top_p[0],
+        top_p_probs=top_p[1],
+        top_q_ids=top_q[0],
+        top_q_probs=top_q[1],
+        residual_ids=residual[0],
+        residual_probs=residual[1],
+        **_source(dg.source, i),
+    )

@@ -23,29 +23,13 @@ from typing import Any
 
 import torch
 
-from ..core.runners import as_runner, vocab_size_of
-from ..core.sampling import SamplingParams
+from ..core.sampling import SamplingParams, sampling_params
 from ..core.trace import Trace
-from ..drafting.base import Drafter
-from ..drafting.model import as_drafter
-from ..drafting.policies import ConfidenceStopDrafter, ConstantGamma, GammaPolicy, as_policy
-from ..verification.base import get_verifier
-from .drafts import DrafterGroups, DraftSource
-from .inputs import (
-    _is_int,
-    check_count,
-    check_models,
-    check_positions,
-    check_vocab,
-    eos_set,
-    generator,
-    prompt_tensor,
-)
+from .inputs import _is_int
 from .records import TOP_K_TRACE
+from .resolve import resolve
 from .results import GenerationResult
 from .state import Row
-from .step import Decoder
-from .targets import BatchTarget, SingleTarget
 
 __all__ = ["TOP_K_TRACE", "GenerationResult", "autoregressive_generate", "speculative_generate"]
 
@@ -61,35 +45,21 @@ def autoregressive_generate(
     top_p: float | None = None,
     seed: int | torch.Generator | None = None,
     eos_token_id: int | Sequence[int] | None = None,
+    params: SamplingParams | None = None,
 ) -> GenerationResult:
-    """Standard decoding: one target call per token. The baseline for everything else."""
-    params = SamplingParams(do_sample, temperature, top_k, top_p)
-    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
-    check_models(target)
-    vocab = vocab_size_of(target)
-    prompt = prompt_tensor(input_ids, vocab)
-    check_positions(target, prompt.numel(), max_new_tokens)
-    eos = eos_set(eos_token_id, vocab)
-    runner = as_runner(target)
-    gen, seed = generator(seed, runner.device)
-    row = Row(0, gen, seed, prompt, max_new_tokens)
-    decoder = Decoder(
-        SingleTarget(runner),
-        DraftSource(),
-        [row],
-        params=params,
-        spec=get_verifier("lossless", greedy=params.is_greedy),
-        policy=ConstantGamma(0),
-        eos=eos,
-        plain=True,
-        vocab=vocab,
-    )
-    total = decoder.run()
+    """Standard decoding: one target call per token. The baseline for everything else.
+
+    ``params`` (a :class:`~specviz.SamplingParams`) may replace the four sampling keywords."""
+    params = sampling_params(params, do_sample, temperature, top_k, top_p)
+    r = resolve(target, input_ids, params=params, max_new_tokens=max_new_tokens, seed=seed,
+                eos_token_id=eos_token_id)  # fmt: skip
+    total = r.decoder(plain=True).run()
+    row = r.rows[0]
     meta = {
         "kind": "autoregressive",
         "params": params.__dict__,
-        "seed": seed,
-        "prompt_length": prompt.numel(),
+        "seed": row.seed,
+        "prompt_length": row.prompt.numel(),
     }
     return _result(row, Trace(tuple(row.steps), meta), total, plain=True)
 
@@ -109,6 +79,7 @@ def speculative_generate(
     eos_token_id: int | Sequence[int] | None = None,
     verifier: str = "lossless",
     trace: bool = True,
+    params: SamplingParams | None = None,
 ) -> GenerationResult:
     """Speculative decoding of ``target`` with ``draft`` (a causal LM or a drafter object).
 
@@ -121,59 +92,30 @@ def speculative_generate(
     :mod:`specviz.drafting.policies` (``next_gamma()`` before each call, 0 meaning a plain
     decoding step; ``update(...)`` after it). Policies choose how many tokens are drafted,
     never how they are verified, so the output law is unchanged.
+
+    ``params`` (a :class:`~specviz.SamplingParams`) may replace the four sampling keywords; a
+    keyword set away from its default must then agree with it.
     """
-    params = SamplingParams(do_sample, temperature, top_k, top_p)
-    policy = as_policy(gamma)
-    max_new_tokens = check_count("max_new_tokens", max_new_tokens, 0)
-    check_models(target)
-    vocab = vocab_size_of(target)
-    prompt = prompt_tensor(input_ids, vocab)
-    check_positions(target, prompt.numel(), max_new_tokens)
-    eos = eos_set(eos_token_id, vocab)
-    spec = get_verifier(verifier, greedy=params.is_greedy)
-    drafter = policy_drafter(as_drafter(draft, mode=spec.draft_mode), policy)
-    check_vocab(vocab, drafter)
-    check_models(target, drafter, prompt.numel(), max_new_tokens)
-    runner = as_runner(target)
-    gen, seed = generator(seed, runner.device)
-    row = Row(0, gen, seed, prompt, max_new_tokens)
-    # token trees are verified with tree attention on the masked cache (a batch of one)
-    rows_target = BatchTarget(target) if drafter.proposes_trees else SingleTarget(runner)
-    decoder = Decoder(
-        rows_target,
-        DrafterGroups(drafter),
-        [row],
-        params=params,
-        spec=spec,
-        policy=policy,
-        eos=eos,
-        trace=trace,
-        vocab=vocab,
-    )
+    params = sampling_params(params, do_sample, temperature, top_k, top_p)
+    r = resolve(target, input_ids, params=params, max_new_tokens=max_new_tokens, seed=seed,
+                eos_token_id=eos_token_id, draft=draft, gamma=gamma, verifier=verifier)  # fmt: skip
+    decoder = r.decoder(trace=trace)
     total = decoder.run()
-    tr = None
+    row, tr = r.rows[0], None
     if trace:
         meta = {
             "kind": "speculative",
-            "gamma": gamma if _is_int(gamma) else policy.max_gamma,
-            "gamma_policy": None if _is_int(gamma) else policy.name,
+            "gamma": gamma if _is_int(gamma) else r.policy.max_gamma,
+            "gamma_policy": None if _is_int(gamma) else r.policy.name,
             "params": params.__dict__,
-            "verifier": spec.name,
-            "drafter": drafter.name,
-            "seed": seed,
-            "prompt_length": prompt.numel(),
+            "verifier": r.spec.name,
+            "drafter": r.source.name,
+            "seed": row.seed,
+            "prompt_length": row.prompt.numel(),
             "vocab_size": decoder.vocab if row.steps else None,
         }
         tr = Trace(tuple(row.steps), meta)
     return _result(row, tr, total, plain=False)
-
-
-def policy_drafter(drafter: Drafter, policy: GammaPolicy) -> Drafter:
-    """The drafter a policy asks for: a confidence stop wraps a model drafter."""
-    stop = policy.draft_stop()
-    if stop is None:
-        return drafter
-    return ConfidenceStopDrafter(drafter, stop.threshold, stop.min_tokens)
 
 
 def _result(row: Row, tr: Trace | None, total: float, *, plain: bool) -> GenerationResult:

@@ -1,14 +1,15 @@
 """The one speculative step, and the loop that drives it for one row or for many.
 
-One step (one target call for every live row)::
+One step (one target call for every live row), each phase a method of :class:`Decoder`::
 
-    plan     k = policy gamma, capped by what each row can still emit     (GammaPolicy)
-    draft    each row's drafter proposes k tokens with q_draft            (Drafter, own caches)
-    check    draft ids in [0, V), q_draft finite, >= 0, rows summing to 1: before the target runs
-    verify   one target call on [pending, x_1..x_k] per row -> p_target [G, k+1, V]
-    decide   accept a prefix, then a corrected or bonus token             (verifier, per row)
-    commit   cut at EOS / max_new_tokens, roll the caches back to the kept prefix,
-             tell the drafter and the policy, record the step
+    _plan      k = policy gamma, capped by what each row can still emit   (GammaPolicy)
+    _draft     each row's drafter proposes k tokens with q_draft          (Drafter, own caches)
+               checked: ids in [0, V), q_draft finite, >= 0, rows summing to 1, before the target
+    _forward   one target call on [pending, x_1..x_k] per row -> p_target [G, k+1, V]
+    _verify    accept a prefix, then a corrected or bonus token           (verifier, per row)
+    _commit    cut at EOS / max_new_tokens, record the step, regroup the rows still running
+    _rollback  the target's cache keeps each new group's accepted prefix (or tree path)
+    _feedback  the drafters and the policy hear how the call went
 
 The serial engine runs it on a batch of one (:class:`~specviz.decoding.targets.SingleTarget`: a
 single-sequence runner whose rollback is a crop, and which can be a static, compiled cache);
@@ -30,6 +31,7 @@ them. The rows and groups themselves are in :mod:`~specviz.decoding.state`.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -126,31 +128,49 @@ class Decoder:
 
     # -- one target call --------------------------------------------------------------------
     def step(self) -> None:
-        groups, params = self.groups, self.params
+        """One target call for every live row, in phases."""
         t_draft = time.perf_counter()
-        self.policy.observe_batch(len(groups))
-        want = check_count("policy gamma", self.policy.next_gamma(), 0)
-        ks = [min(want, g.rows[0].room - 1) for g in groups]  # the last slot is the target's
-        dgs = self.drafts.draft(groups, ks, self.vocab)
-        parents = [dg.parent for dg in dgs]
-        self.target.select(parents)  # rows that drew differently verify apart
-        _sync(self.target.device)
-        t_verify = time.perf_counter()
+        dgs = self._draft(self._plan())
+        call = _Call(dgs, t_draft, time.perf_counter())
+        self._forward(call)
+        verdicts = self._verify(dgs, call.p_all, self.groups)
+        call.t_done = time.perf_counter()
+        self.draft_seconds += call.t_verify - call.t_draft
+        self.verify_seconds += call.t_done - call.t_verify
+        commits = self._commit(call, verdicts)
+        self._rollback(call, commits)
+        self._feedback(call, commits)
 
-        trees = any(dg.tree is not None for dg in dgs)
-        if trees:  # every row verifies a tree (a chain is a tree) in one tree-attention call
+    def _plan(self) -> list[int]:
+        """How many tokens each group drafts: the policy's gamma, capped by each group's room
+        (the last slot is the target's)."""
+        self.policy.observe_batch(len(self.groups))
+        want = check_count("policy gamma", self.policy.next_gamma(), 0)
+        return [min(want, g.rows[0].room - 1) for g in self.groups]
+
+    def _draft(self, ks: list[int]) -> list[DraftGroup]:
+        """The drafts; rows that drew differently verify apart (the target's rows follow)."""
+        dgs = self.drafts.draft(self.groups, ks, self.vocab)
+        self.target.select([dg.parent for dg in dgs])
+        _sync(self.target.device)
+        return dgs
+
+    def _forward(self, call: _Call) -> None:
+        """One target call on [pending, x_1..x_k] per draft group -> p_target [G, m, V]."""
+        groups, dgs = self.groups, call.dgs
+        call.trees = any(dg.tree is not None for dg in dgs)
+        call.feeds = [torch.cat([groups[dg.parent].pending, dg.tokens]) for dg in dgs]
+        hidden = self.drafts.wants_hidden
+        if call.trees:  # every row verifies a tree (a chain is a tree) in one tree-attention call
             for dg in dgs:
                 if dg.tree is None:
                     dg.tree = TreeDraft.chain(Draft(dg.tokens, dg.q_draft))
-            feeds = [torch.cat([groups[dg.parent].pending, dg.tokens]) for dg in dgs]
-            tree_parents = [_feed_parents(groups[dg.parent].pending, dg.tree) for dg in dgs]
-            width = max(f.numel() for f in feeds)
-            logits, hidden = self.target.forward_tree(feeds, tree_parents, self.drafts.wants_hidden)
+            parents = [_feed_parents(groups[dg.parent].pending, dg.tree) for dg in dgs]
+            width = max(f.numel() for f in call.feeds)
+            logits, call.hidden = self.target.forward_tree(call.feeds, parents, hidden)
         else:
-            kmax = max(dg.tokens.numel() for dg in dgs)
-            feeds = [torch.cat([groups[dg.parent].pending, dg.tokens]) for dg in dgs]
-            width = kmax + 1
-            logits, hidden = self.target.forward(feeds, width, self.drafts.wants_hidden)
+            width = max(dg.tokens.numel() for dg in dgs) + 1
+            logits, call.hidden = self.target.forward(call.feeds, width, hidden)
         self.calls += 1
         check_target_logits(logits)
         if self.vocab is None:  # a model whose width was not known before its first call
@@ -160,119 +180,126 @@ class Decoder:
                 check_draft(
                     d, width, self.vocab, self.drafts.name, normalised=self.drafts.normalised
                 )
-        p_all = logits if self.logits_suffice else logits_to_probs(logits, params)  # [G, m, V]
+        # [G, m, V]
+        call.p_all = logits if self.logits_suffice else logits_to_probs(logits, self.params)
 
-        verdicts = self._verify(dgs, p_all, groups)
-        now = time.perf_counter()
-        end = now - self.t0
-        self.draft_seconds += t_verify - t_draft
-        self.verify_seconds += now - t_verify
-        new_groups: list[Group] = []
-        plan: list[tuple[int, int, int, int]] = []
-        paths: list[tuple[int, ...]] = []
-        index: dict[tuple, int] = {}
-        drafted, accepted = [], []
-        rec: list[tuple[Row, int, int, int]] = []  # (row, draft group, p row, token)
-        for di, (dg, vs) in enumerate(zip(dgs, verdicts, strict=True)):
-            group = groups[dg.parent]
-            k = dg.tokens.numel()
-            lag = group.pending.numel() - 1  # p rows of a tree step are offset by the pending
+    def _commit(self, call: _Call, verdicts: list) -> _Commits:
+        """Each row takes its accepted drafts and the corrected or bonus token (cut at EOS and
+        max_new_tokens) and records the step; rows still running regroup by what they
+        committed (same draft group, same path, same next token: one new group)."""
+        out = _Commits()
+        for di, (dg, vs) in enumerate(zip(call.dgs, verdicts, strict=True)):
+            group = self.groups[dg.parent]
             for r, v in zip(dg.rows, vs, strict=True):
-                path = v.path if trees else tuple(range(v.num_accepted))
-                n = len(path)
-                committed = [int(dg.tokens[i]) for i in path] + [v.next_token]
-                committed, done = _truncate(committed, r.room, self.eos)
-                start_pos = len(r.tokens)
-                r.tokens.extend(committed)
-                r.room -= len(committed)
-                r.times.extend([end] * len(committed))
-                drafted.append(k)
-                accepted.append(n)
-                if self.record:  # the law each committed token came from
-                    rows_p = [lag] + [lag + 1 + i for i in path] if trees else range(len(committed))
-                    rec += [(r, di, j, t) for j, t in zip(rows_p, committed, strict=False)]
-                r.steps.append(
-                    Step(
-                        step=len(r.steps),
-                        position=start_pos,
-                        drafted=k,
-                        accepted=n,
-                        emitted=tuple(committed),
-                        final_kind="target" if self.plain else v.next_kind,
-                        draft_time=t_verify - t_draft,
-                        verify_time=now - t_verify,
-                        end_time=end,
-                        positions=(
-                            _positions(start_pos, dg, p_all[di], v, committed)
-                            if self.trace and not self.plain and not trees
-                            else ()
-                        ),
-                        tree=(
-                            _tree_nodes(start_pos, dg, p_all[di, lag:], v)
-                            if self.trace and trees
-                            else ()
-                        ),
-                        path=path if trees else (),
-                    )
-                )
+                path = v.path if call.trees else tuple(range(v.num_accepted))
+                committed, done = self._commit_row(call, di, r, v, path, out)
                 if done or r.room <= 0:
                     if len(group.rows) == 1:  # a shared drafter hears of its own text only
                         self.drafts.finished(group, r)
                     continue
                 key = (di, path, v.next_token)
-                if key not in index:
-                    index[key] = len(new_groups)
+                if key not in out.index:
+                    out.index[key] = len(out.groups)
                     ctx = torch.cat([group.context, torch.tensor(committed, dtype=torch.long)])
-                    new_groups.append(Group([], ctx, torch.tensor([v.next_token]), group.drafter))
-                    plan.append((di, n, k, v.next_token))
-                    paths.append(path)
-                new_groups[index[key]].rows.append(r)
-        if rec:
-            self._record(rec, p_all)
+                    out.groups.append(Group([], ctx, torch.tensor([v.next_token]), group.drafter))
+                    out.plan.append((di, len(path), dg.tokens.numel(), v.next_token))
+                    out.paths.append(path)
+                out.groups[out.index[key]].rows.append(r)
+        if out.rec:
+            self._record(out.rec, call.p_all)
+        return out
 
-        # roll back: each new group keeps its pending tokens and its accepted drafts
-        self.target.select([di for di, _, _, _ in plan])
-        pend = [groups[dgs[di].parent].pending.numel() for di, _, _, _ in plan]
-        if trees:
-            cols = [
-                list(range(m)) + [m + i for i in path] for m, path in zip(pend, paths, strict=True)
+    def _commit_row(
+        self, call: _Call, di: int, r: Row, v: Verdict, path: tuple[int, ...], out: _Commits
+    ) -> tuple[list[int], bool]:
+        """Row ``r``'s tokens of this step (cut at EOS and at its room) and their record."""
+        dg = call.dgs[di]
+        committed = [int(dg.tokens[i]) for i in path] + [v.next_token]
+        committed, done = _truncate(committed, r.room, self.eos)
+        r.steps.append(self._step_record(call, di, r, v, path, committed))
+        end = call.t_done - self.t0
+        r.tokens.extend(committed)
+        r.room -= len(committed)
+        r.times.extend([end] * len(committed))
+        out.drafted.append(dg.tokens.numel())
+        out.accepted.append(len(path))
+        if self.record:  # the law each committed token came from
+            lag = self.groups[dg.parent].pending.numel() - 1  # p rows of a tree step: offset
+            rows_p = [lag] + [lag + 1 + i for i in path] if call.trees else range(len(committed))
+            out.rec += [(r, di, j, t) for j, t in zip(rows_p, committed, strict=False)]
+        return committed, done
+
+    def _step_record(
+        self, call: _Call, di: int, r: Row, v: Verdict, path: tuple[int, ...], committed: list[int]
+    ) -> Step:
+        """The trace row of row ``r``'s part in this call (before its tokens are appended)."""
+        dg, start = call.dgs[di], len(r.tokens)
+        lag = self.groups[dg.parent].pending.numel() - 1  # p rows of a tree step: offset
+        chain_trace = self.trace and not self.plain and not call.trees
+        tree_trace = self.trace and call.trees
+        return Step(
+            step=len(r.steps),
+            position=start,
+            drafted=dg.tokens.numel(),
+            accepted=len(path),
+            emitted=tuple(committed),
+            final_kind="target" if self.plain else v.next_kind,
+            draft_time=call.t_verify - call.t_draft,
+            verify_time=call.t_done - call.t_verify,
+            end_time=call.t_done - self.t0,
+            positions=_positions(start, dg, call.p_all[di], v, committed) if chain_trace else (),
+            tree=_tree_nodes(start, dg, call.p_all[di, lag:], v) if tree_trace else (),
+            path=path if call.trees else (),
+        )
+
+    def _rollback(self, call: _Call, commits: _Commits) -> None:
+        """Each new group keeps its pending tokens and its accepted drafts in the target's
+        cache (a chain keeps a prefix; a tree keeps the columns of its accepted path)."""
+        self.target.select([di for di, _, _, _ in commits.plan])
+        pend = [self.groups[call.dgs[di].parent].pending.numel() for di, _, _, _ in commits.plan]
+        if call.trees:
+            commits.cols = [
+                list(range(m)) + [m + i for i in path]
+                for m, path in zip(pend, commits.paths, strict=True)
             ]
-            self.target.keep_columns(cols)
+            self.target.keep_columns(commits.cols)
         else:
-            cols = [list(range(m + n)) for m, (_, n, _, _) in zip(pend, plan, strict=True)]
-            self.target.keep([m + n for m, (_, n, _, _) in zip(pend, plan, strict=True)])
+            ns = [n for _, n, _, _ in commits.plan]
+            commits.cols = [list(range(m + n)) for m, n in zip(pend, ns, strict=True)]
+            self.target.keep([m + n for m, n in zip(pend, ns, strict=True)])
+
+    def _feedback(self, call: _Call, commits: _Commits) -> None:
+        """The drafters hear what the target kept (and its features, when they want them),
+        the groups move on, and the policy hears how the call went."""
+        new_groups, plan = commits.groups, commits.plan
         if self.drafts.wants_hidden:
             self.drafts.commit_forks(new_groups)
-            for g, (di, _, _, _), c in zip(new_groups, plan, cols, strict=True):
+            for g, (di, _, _, _), c in zip(new_groups, plan, commits.cols, strict=True):
                 idx = torch.tensor(c, dtype=torch.long)
-                g.drafter.observe_target(feeds[di][idx], hidden[di, idx.to(hidden.device)])
+                g.drafter.observe_target(
+                    call.feeds[di][idx], call.hidden[di, idx.to(call.hidden.device)]
+                )
         self.drafts.commit(new_groups, plan)
         self.groups = new_groups
         _sync(self.target.device)
         t_end = time.perf_counter()
         # the policy sees the rows' mean counts ("all accepted" only when every row was)
+        drafted, accepted = commits.drafted, commits.accepted
         d_mean = round(sum(drafted) / len(drafted))
         a_mean = sum(accepted) // len(accepted)
         if accepted != drafted:
             a_mean = min(a_mean, d_mean - 1)
-        self.policy.update(d_mean, max(a_mean, 0), t_verify - t_draft, t_end - t_verify)
+        self.policy.update(
+            d_mean, max(a_mean, 0), call.t_verify - call.t_draft, t_end - call.t_verify
+        )
 
     def _verify(self, dgs: list[DraftGroup], p_all: torch.Tensor, groups: list[Group]) -> list:
-        if self.spec.verify_rows is not None and all(dg.tree is None for dg in dgs):
-            # a rule over the whole batch (the bug zoo's ragged-batch member): every row at once
-            items = [(di, r) for di, dg in enumerate(dgs) for r in dg.rows]
-            qs = [dgs[di].q_draft for di, _ in items]
-            vs = self.spec.verify_rows(
-                [dgs[di].tokens for di, _ in items],
-                [None if q is None else q.to(p_all.device) for q in qs],
-                [p_all[di, : dgs[di].tokens.numel() + 1] for di, _ in items],
-                [r.generator for _, r in items],
-            )
-            grouped: list[list[Any]] = [[] for _ in dgs]
-            for (di, _), v in zip(items, vs, strict=True):
-                grouped[di].append(v)
-            return grouped
-        if self.spec.verify_groups is not None and all(dg.tree is None for dg in dgs):
+        """Every row's verdict (grouped like ``dgs``): a rule over the whole batch where the
+        verifier has one and no tree is drafted, else draft group by draft group."""
+        chains = all(dg.tree is None for dg in dgs)
+        if self.spec.verify_rows is not None and chains:
+            return self._verify_rows(dgs, p_all)
+        if self.spec.verify_groups is not None and chains:
             # every row of the step at once: V-sized work once per distinct law, not per row
             return self.spec.verify_groups(
                 [(dg.tokens, dg.q_draft) for dg in dgs],
@@ -280,31 +307,46 @@ class Decoder:
                 [[r.generator for r in dg.rows] for dg in dgs],
                 residuals=self.trace,
             )
-        out: list[list[Any]] = []
-        for di, dg in enumerate(dgs):
-            if dg.tree is not None:
-                verify_tree = self.spec.verify_tree
-                if verify_tree is None:
-                    raise ValueError(f"verifier {self.spec.name!r} checks chains only, not trees")
-                lag = groups[dg.parent].pending.numel() - 1
-                p = p_all[di, lag : lag + dg.tree.size + 1]  # [n+1, V]: the root law, then nodes
-                out.append([verify_tree(dg.tree, p, r.generator) for r in dg.rows])
-                continue
-            k = dg.tokens.numel()
-            p = p_all[di, : k + 1]  # [k+1, V]
-            if k == 0 and len(dg.rows) > 1:  # a plain step: every rule samples p[0]
-                toks = _sample_rows(
-                    p[:1],
-                    [r.generator for r in dg.rows],
-                    self.params.is_greedy or self.logits_suffice,
-                    [0] * len(dg.rows),
-                )
-                none = torch.empty(0, device=p.device)
-                out.append([Verdict(0, t, "bonus", none, none, None) for t in toks])
-                continue
-            q = None if dg.q_draft is None else dg.q_draft.to(p.device)
-            out.append([self.spec.verify(dg.tokens, q, p, r.generator) for r in dg.rows])
-        return out
+        return [self._verify_group(di, dg, p_all, groups) for di, dg in enumerate(dgs)]
+
+    def _verify_rows(self, dgs: list[DraftGroup], p_all: torch.Tensor) -> list:
+        # a rule over the whole batch (the bug zoo's ragged-batch member): every row at once
+        items = [(di, r) for di, dg in enumerate(dgs) for r in dg.rows]
+        qs = [dgs[di].q_draft for di, _ in items]
+        vs = self.spec.verify_rows(
+            [dgs[di].tokens for di, _ in items],
+            [None if q is None else q.to(p_all.device) for q in qs],
+            [p_all[di, : dgs[di].tokens.numel() + 1] for di, _ in items],
+            [r.generator for _, r in items],
+        )
+        grouped: list[list[Any]] = [[] for _ in dgs]
+        for (di, _), v in zip(items, vs, strict=True):
+            grouped[di].append(v)
+        return grouped
+
+    def _verify_group(
+        self, di: int, dg: DraftGroup, p_all: torch.Tensor, groups: list[Group]
+    ) -> list[Any]:
+        if dg.tree is not None:
+            verify_tree = self.spec.verify_tree
+            if verify_tree is None:
+                raise ValueError(f"verifier {self.spec.name!r} checks chains only, not trees")
+            lag = groups[dg.parent].pending.numel() - 1
+            p = p_all[di, lag : lag + dg.tree.size + 1]  # [n+1, V]: the root law, then nodes
+            return [verify_tree(dg.tree, p, r.generator) for r in dg.rows]
+        k = dg.tokens.numel()
+        p = p_all[di, : k + 1]  # [k+1, V]
+        if k == 0 and len(dg.rows) > 1:  # a plain step: every rule samples p[0]
+            toks = _sample_rows(
+                p[:1],
+                [r.generator for r in dg.rows],
+                self.params.is_greedy or self.logits_suffice,
+                [0] * len(dg.rows),
+            )
+            none = torch.empty(0, device=p.device)
+            return [Verdict(0, t, "bonus", none, none, None) for t in toks]
+        q = None if dg.q_draft is None else dg.q_draft.to(p.device)
+        return [self.spec.verify(dg.tokens, q, p, r.generator) for r in dg.rows]
 
     def _record(self, rec: list[tuple[Row, int, int, int]], p_all: torch.Tensor) -> None:
         """p(token) and the probability mass ranked above it, for every committed token at
@@ -316,6 +358,34 @@ class Decoder:
         for (r, *_), px, ab in zip(rec, pxs, aboves, strict=True):
             r.probs.append(px)
             r.above.append(ab)
+
+
+@dataclass(eq=False)
+class _Call:
+    """One target call's working data, handed from phase to phase."""
+
+    dgs: list[DraftGroup]
+    t_draft: float  # the phases' clock: drafting began,
+    t_verify: float  # the target call began,
+    t_done: float = 0.0  # verification ended
+    trees: bool = False
+    feeds: list[torch.Tensor] = field(default_factory=list)  # [pending, drafts] per draft group
+    hidden: Any = None  # the target's final hidden states, for feature-level drafters
+    p_all: Any = None  # [G, m, V] p_target (the logits when greedy matching suffices)
+
+
+@dataclass(eq=False)
+class _Commits:
+    """What the rows committed: the new groups and how each came from a draft group."""
+
+    groups: list[Group] = field(default_factory=list)
+    plan: list[tuple[int, int, int, int]] = field(default_factory=list)  # (dg, n, k, next)
+    paths: list[tuple[int, ...]] = field(default_factory=list)
+    index: dict[tuple, int] = field(default_factory=dict)
+    drafted: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    rec: list[tuple[Row, int, int, int]] = field(default_factory=list)  # row, dg, p row, token
+    cols: list[list[int]] = field(default_factory=list)  # target columns each group keeps
 
 
 def _feed_parents(pending: torch.Tensor, tree: TreeDraft) -> list[int]:

@@ -43,7 +43,6 @@ Example with two toy vocabularies::
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +52,7 @@ from ..core.args import as_int
 from ..core.runners import LMRunner, as_runner, vocab_size_of
 from ..core.sampling import SamplingParams, logits_to_probs, sample
 from .base import Draft, Drafter
+from .coverage import coverage_along, coverage_by_category, target_mass_coverage
 from .modes import check_draft_logits
 from .vocabularies import StringTokenizer, Vocabulary, vocabulary_of
 
@@ -133,51 +133,9 @@ class CrossVocabDrafter(Drafter):
         mode: str = "exact",
         name: str | None = None,
     ) -> None:
-        if method not in CROSS_VOCAB_METHODS:
-            raise ValueError(
-                f"unknown cross-vocabulary method {method!r}; choose from {CROSS_VOCAB_METHODS}"
-            )
-        if mode not in CROSS_VOCAB_MODES:
-            raise ValueError(
-                f"unknown cross-vocabulary draft mode {mode!r}; choose from {CROSS_VOCAB_MODES}"
-            )
-        if method == "string" and mode != "exact":
-            raise ValueError(f"draft mode {mode!r} is a shortcut of the intersection method")
-        for role, tok in (
-            ("draft_tokenizer", draft_tokenizer),
-            ("target_tokenizer", target_tokenizer),
-        ):
-            if not isinstance(tok, StringTokenizer) and not callable(
-                getattr(tok, "get_vocab", None)
-            ):
-                raise TypeError(
-                    f"{role} must be a tokenizer (transformers, or a StringTokenizer), got "
-                    f"{type(tok).__name__}"
-                )
-        if draft_model is None or not (
-            callable(getattr(draft_model, "parameters", None))
-            or hasattr(draft_model, "make_runner")
-        ):
-            raise TypeError(
-                f"draft_model must be a causal LM (or a toy model), got {type(draft_model).__name__}"
-            )
-        draft_width = vocab_size_of(draft_model)
-        if not isinstance(draft_width, int):
-            draft_width = len(draft_tokenizer)
-        base = len(draft_tokenizer) if isinstance(draft_tokenizer, StringTokenizer) else (
-            getattr(draft_tokenizer, "vocab_size", None)
-        )  # fmt: skip
-        if isinstance(base, int) and base > draft_width:
-            raise ValueError(
-                f"draft_tokenizer has {base} tokens but the draft model's logits have "
-                f"{draft_width} rows: it is not the draft model's tokenizer (were the draft and "
-                "target tokenizers swapped?)"
-            )
-        if target_vocab_size is None:
-            target_vocab_size = len(target_tokenizer)
-        if as_int(target_vocab_size) is None or as_int(target_vocab_size) < 1:
-            raise TypeError(f"target_vocab_size must be an int >= 1, got {target_vocab_size!r}")
-        target_vocab_size = as_int(target_vocab_size)
+        draft_width, target_vocab_size = _checked_arguments(
+            draft_model, draft_tokenizer, target_tokenizer, target_vocab_size, method, mode
+        )
         self.draft_model = draft_model
         self.method = method
         self.mode = mode
@@ -507,95 +465,55 @@ class CrossVocabDrafter(Drafter):
         )
 
 
-# ------------------------------------------------------------------------------ coverage
-
-
-def target_mass_coverage(
-    target_logits: torch.Tensor, reachable: torch.Tensor, params: SamplingParams | None = None
-) -> torch.Tensor:
-    """The share of the target's probability mass the intersection can propose, per row of
-    ``target_logits`` ([..., V_target]) under ``params`` (default: temperature 1):
-    ``sum of p(x) over the reachable x`` (:meth:`CrossVocabDrafter.reachable`). The accepted
-    share of a step can never exceed it: a target token outside the intersection is only ever
-    reached as a correction.
-
-    >>> target_mass_coverage(torch.log(torch.tensor([0.5, 0.3, 0.2])), torch.tensor([1, 0, 1]).bool())
-    tensor(0.7000)
-    """
-    params = SamplingParams(True, 1.0) if params is None else params
-    probs = logits_to_probs(target_logits.float(), params)
-    width = min(probs.shape[-1], reachable.numel())
-    return (probs[..., :width] * reachable[:width].to(probs.device, probs.dtype)).sum(-1).cpu()
-
-
-@torch.inference_mode()
-def coverage_along(
-    target: Any,
-    drafter: CrossVocabDrafter,
-    prompt: Sequence[int],
-    continuation: Sequence[int],
-    params: SamplingParams | None = None,
-) -> torch.Tensor:
-    """:func:`target_mass_coverage` at every position of ``continuation`` after ``prompt``
-    (one target pass over both; [len(continuation)], float32): how much of the target's law
-    the draft could reach where each continuation token was decided."""
-    if not continuation:
-        return torch.empty(0)
-    runner = as_runner(target)
-    ids = torch.tensor([*prompt, *continuation[:-1]], dtype=torch.long)
-    logits = runner.extend(ids.to(runner.device), len(continuation))
-    return target_mass_coverage(logits, drafter.reachable(), params)
-
-
-def coverage_by_category(
-    target: Any,
-    drafter: CrossVocabDrafter,
-    cells: Sequence[tuple[str, Sequence[int], Sequence[int]]],
-    params: SamplingParams | None = None,
-) -> Any:
-    """The intersection's coverage along continuations, one row per decided position: a
-    DataFrame with ``category``, ``prompt`` (index into ``cells``), ``position``,
-    ``coverage`` (:func:`target_mass_coverage`) and ``reachable`` (whether the token that was
-    emitted there is one the draft can propose). ``cells`` are ``(category, prompt ids,
-    continuation ids)``, e.g. plain greedy outputs of held-out prompts of every category.
-
-    >>> import torch
-    >>> from specviz.fixtures.toy import ToyLM
-    >>> target = ToyLM.random(4, 1, seed=0)
-    >>> d = CrossVocabDrafter(ToyLM.random(4, 1, seed=1), StringTokenizer(["a", "b", "c", "ba"]),
-    ...                       StringTokenizer(["a", "b", "ab", "c"]))
-    >>> df = coverage_by_category(target, d, [("toy", [0], [2, 1])])
-    >>> df[["category", "position", "reachable"]].values.tolist()
-    [['toy', 0, False], ['toy', 1, True]]
-    """
-    import pandas as pd
-
-    reach = drafter.reachable()
-    rows = []
-    for i, (category, prompt, continuation) in enumerate(cells):
-        cont = [int(t) for t in continuation]
-        cov = coverage_along(target, drafter, list(prompt), cont, params).tolist()
-        for pos, (c, t) in enumerate(zip(cov, cont, strict=True)):
-            ok = bool(reach[t]) if 0 <= t < reach.numel() else False
-            rows.append(dict(category=category, prompt=i, position=pos, coverage=c, reachable=ok))
-    return pd.DataFrame(rows, columns=["category", "prompt", "position", "coverage", "reachable"])
-
-
-def _make(method: str) -> Callable[..., CrossVocabDrafter]:
-    def make(draft_model: Any, draft_tokenizer: Any, target_tokenizer: Any, **kw: Any):
-        return CrossVocabDrafter(
-            draft_model, draft_tokenizer, target_tokenizer, method=method, **kw
+def _checked_arguments(
+    draft_model: Any,
+    draft_tokenizer: Any,
+    target_tokenizer: Any,
+    target_vocab_size: Any,
+    method: str,
+    mode: str,
+) -> tuple[int, int]:
+    """:class:`CrossVocabDrafter`'s arguments checked: (draft logits width, target width)."""
+    if method not in CROSS_VOCAB_METHODS:
+        raise ValueError(
+            f"unknown cross-vocabulary method {method!r}; choose from {CROSS_VOCAB_METHODS}"
         )
-
-    return make
-
-
-def _register() -> None:
-    # load_pair (specviz.models, a lower layer) builds these drafters through this table
-    from .. import models
-
-    for method in CROSS_VOCAB_METHODS:
-        models._CROSS_VOCAB_DRAFTERS[method] = _make(method)
-
-
-_register()
+    if mode not in CROSS_VOCAB_MODES:
+        raise ValueError(
+            f"unknown cross-vocabulary draft mode {mode!r}; choose from {CROSS_VOCAB_MODES}"
+        )
+    if method == "string" and mode != "exact":
+        raise ValueError(f"draft mode {mode!r} is a shortcut of the intersection method")
+    for role, tok in (
+        ("draft_tokenizer", draft_tokenizer),
+        ("target_tokenizer", target_tokenizer),
+    ):
+        if not isinstance(tok, StringTokenizer) and not callable(getattr(tok, "get_vocab", None)):
+            raise TypeError(
+                f"{role} must be a tokenizer (transformers, or a StringTokenizer), got "
+                f"{type(tok).__name__}"
+            )
+    if draft_model is None or not (
+        callable(getattr(draft_model, "parameters", None)) or hasattr(draft_model, "make_runner")
+    ):
+        raise TypeError(
+            f"draft_model must be a causal LM (or a toy model), got {type(draft_model).__name__}"
+        )
+    draft_width = vocab_size_of(draft_model)
+    if not isinstance(draft_width, int):
+        draft_width = len(draft_tokenizer)
+    base = len(draft_tokenizer) if isinstance(draft_tokenizer, StringTokenizer) else (
+        getattr(draft_tokenizer, "vocab_size", None)
+    )  # fmt: skip
+    if isinstance(base, int) and base > draft_width:
+        raise ValueError(
+            f"draft_tokenizer has {base} tokens but the draft model's logits have "
+            f"{draft_width} rows: it is not the draft model's tokenizer (were the draft and "
+            "target tokenizers swapped?)"
+        )
+    if target_vocab_size is None:
+        target_vocab_size = len(target_tokenizer)
+    if as_int(target_vocab_size) is None or as_int(target_vocab_size) < 1:
+        raise TypeError(f"target_vocab_size must be an int >= 1, got {target_vocab_size!r}")
+    target_vocab_size = as_int(target_vocab_size)
+    return draft_width, target_vocab_size

@@ -7,12 +7,19 @@ from typing import Any
 
 import torch
 
+from ..core.args import check_int, check_real
 from ..core.runners import LMRunner, as_runner, vocab_size_of
 from ..core.sampling import SamplingParams
 from .base import Draft, Drafter, ForeignDrafter
-from .modes import DRAFT_MODES, _draft_step, check_draft_logits
+from .modes import DRAFT_MODES, DraftStop, check_draft_logits, draft_step
 
-__all__ = ["ModelDrafter", "early_exit_model", "EarlyExitDrafter", "as_drafter"]
+__all__ = [
+    "ModelDrafter",
+    "ConfidenceStopDrafter",
+    "early_exit_model",
+    "EarlyExitDrafter",
+    "as_drafter",
+]
 
 
 class ModelDrafter(Drafter):
@@ -22,7 +29,14 @@ class ModelDrafter(Drafter):
     it has cached with the context and crops to their common prefix.
     """
 
-    def __init__(self, model: Any, *, mode: str = "exact", name: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        mode: str = "exact",
+        name: str | None = None,
+        stop: DraftStop | None = None,
+    ) -> None:
         if mode not in DRAFT_MODES:
             raise ValueError(f"unknown draft mode {mode!r}; choose from {DRAFT_MODES}")
         self.model = model
@@ -34,6 +48,8 @@ class ModelDrafter(Drafter):
         self.runner: LMRunner = as_runner(model)
         self.vocab_size = vocab_size_of(model)
         self.params = SamplingParams()
+        self.stop = stop  # a confidence stop (see DraftStop), or None: draft all k
+        self.stopped_early = 0  # proposals the stop cut short
         self._fed = torch.empty(0, dtype=torch.long)  # tokens in the runner's cache
 
     @property
@@ -45,6 +61,7 @@ class ModelDrafter(Drafter):
         first proposal)."""
         twin = copy.copy(self)
         twin.runner = as_runner(self.model)
+        twin.stopped_early = 0
         twin._fed = torch.empty(0, dtype=torch.long)
         return twin
 
@@ -70,16 +87,48 @@ class ModelDrafter(Drafter):
         tokens, qs = [], []
         for i in range(k):
             check_draft_logits(logits, self.name)
+            halt = None if self.stop is None else self.stop.stops(i, logits, self.params)
+            if halt is not None and bool(halt):  # one host sync per token, inherent to the rule
+                self.stopped_early += 1
+                break
             # tokens stay on the model's device inside the loop: no host sync per draft token
-            tok, q = _draft_step(logits, self.params, self.mode, generator)
+            tok, q = draft_step(logits, self.params, self.mode, generator)
             tokens.append(tok)
             qs.append(q)
             if i + 1 < k:
                 logits = self.runner.extend(tok.view(1), 1)[-1]
-        drafted = torch.stack(tokens).cpu()  # [k], the one host sync of this draft
-        # the runner has seen pending and every draft token but the last
+        if not tokens:
+            self._fed = torch.cat([self._fed, pending.cpu()])
+            return Draft(torch.empty(0, dtype=torch.long))
+        drafted = torch.stack(tokens).cpu()  # [n], the one host sync of this draft
+        # the runner has seen pending and every draft token but the k-th (a stop comes first)
         self._fed = torch.cat([self._fed, pending.cpu(), drafted[: k - 1]])
         return Draft(drafted, torch.stack(qs))
+
+
+class ConfidenceStopDrafter(ModelDrafter):
+    """A model drafter that stops proposing at the first position (after ``min_tokens``)
+    whose draft distribution has top probability below ``threshold`` (with greedy decoding,
+    the top probability of the draft's plain softmax): ``inner``'s model and draft mode with
+    a :class:`~specviz.drafting.modes.DraftStop`.
+
+    The stop looks only at ``q_draft`` of the next position -- a function of the context --
+    before that position's token is drawn, so the proposal law of the drafted tokens is
+    unchanged and verification stays exactly lossless.
+    """
+
+    def __init__(self, inner: ModelDrafter, threshold: float, min_tokens: int = 1) -> None:
+        if not isinstance(inner, ModelDrafter):
+            raise TypeError(
+                f"ConfidenceStop needs a model drafter (it reads q_draft), got {type(inner).__name__}"
+            )
+        threshold = check_real("threshold", threshold, low=0.0, high=1.0)
+        min_tokens = check_int("min_tokens", min_tokens, 0)
+        vars(self).update(vars(inner))  # inner's model, mode and cache (as copy.copy would)
+        self.threshold, self.min_tokens = threshold, min_tokens
+        self.stop = DraftStop(threshold, min_tokens)
+        self.stopped_early = 0
+        self.name = f"{inner.name}+stop(top<{threshold})"
 
 
 def as_drafter(draft: Any, *, mode: str = "exact") -> Drafter:

@@ -4,11 +4,14 @@ misbehaviours of the bug zoo.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
 from ..core.sampling import SamplingParams, check_logits, logits_to_probs, sample
 
-__all__ = ["DRAFT_MODES", "check_draft_logits", "shifted_ids"]
+__all__ = ["DRAFT_MODES", "DraftStop", "check_draft_logits", "draft_step", "shifted_ids"]
 
 
 # How a model drafter turns its logits into (token, reported q). "exact" is correct; the
@@ -21,6 +24,39 @@ DRAFT_MODES = (
     "bf16_sample",  # sample from bf16 probabilities, report fp32 q (DeepSpec #31)
     "vocab_shift",  # draft ids shifted for the upper half of the vocabulary, q not remapped
 )
+
+
+@dataclass(frozen=True)
+class DraftStop:
+    """Stop drafting at the first position (after ``min_tokens``) whose draft distribution has
+    top probability below ``threshold`` -- decided before that position's token is drawn.
+
+    The one home of the confidence-stop rule: the serial model drafter, the batched model
+    drafts and the policy lab's replay all ask it.
+    """
+
+    threshold: float
+    min_tokens: int = 1
+
+    def halts(self, i: int, top: Any) -> Any:
+        """Stop before drawing position ``i`` (0-based) whose top probability is ``top`` (a
+        number, or a tensor of them: then a bool tensor)."""
+        return i >= self.min_tokens and top < self.threshold
+
+    def stops(
+        self, i: int, logits: torch.Tensor, params: SamplingParams, q: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
+        """[...] bool from draft logits [..., V] (``q``: their processed law, when already
+        computed): where drafting stops before position ``i``'s draw. None when the rule
+        does not look at position ``i`` (no reduction, no host sync)."""
+        if i < self.min_tokens:
+            return None
+        # greedy "probabilities" are one-hot: judge confidence on the raw softmax
+        if params.is_greedy:
+            probs = torch.softmax(logits.float(), dim=-1)
+        else:
+            probs = q if q is not None else logits_to_probs(logits, params)
+        return self.halts(i, probs.amax(-1).double())  # float64: as a Python float compares
 
 
 def check_draft_logits(logits: torch.Tensor, name: str) -> None:
@@ -39,7 +75,7 @@ def shifted_ids(vocab: int, device: torch.device | None = None) -> torch.Tensor:
     return perm
 
 
-def _draft_step(
+def draft_step(
     logits: torch.Tensor, params: SamplingParams, mode: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One drafted token and the q the drafter reports for it. logits: [V]."""

@@ -35,17 +35,12 @@ can be compared on the very same text before running them live.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from ..core.args import check_int, check_real, is_int
-from ..core.sampling import logits_to_probs
 from ..perf.theory import VerifyCost, optimal_gamma, speedup_positional
-from .base import Draft, Drafter
-from .model import ModelDrafter
-from .modes import _draft_step
+from .model import ConfidenceStopDrafter
+from .modes import DraftStop
 
 __all__ = [
     "DraftStop",
@@ -58,15 +53,6 @@ __all__ = [
     "BatchFallback",
     "as_policy",
 ]
-
-
-@dataclass(frozen=True)
-class DraftStop:
-    """Stop drafting at the first position (after ``min_tokens``) whose draft distribution has
-    top probability below ``threshold`` -- decided before that position's token is drawn."""
-
-    threshold: float
-    min_tokens: int = 1
 
 
 class GammaPolicy:
@@ -112,9 +98,6 @@ class GammaPolicy:
 
     def __repr__(self) -> str:
         return self.name
-
-
-_Base = GammaPolicy  # the name of the base before it became the public contract
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
@@ -199,78 +182,12 @@ class HeuristicGamma(GammaPolicy):
         self.gamma = min(max(self.gamma + step, self.min_gamma), self.max_gamma)
 
 
-class ConfidenceStopDrafter(Drafter):
-    """A model drafter that stops proposing at the first position (after ``min_tokens``)
-    whose draft distribution has top probability below ``threshold`` (with greedy decoding,
-    the top probability of the draft's plain softmax).
-
-    The stop looks only at ``q_draft`` of the next position -- a function of the context --
-    before that position's token is drawn, so the proposal law of the drafted tokens is
-    unchanged and verification stays exactly lossless.
-    """
-
-    def __init__(self, inner: ModelDrafter, threshold: float, min_tokens: int = 1) -> None:
-        if not isinstance(inner, ModelDrafter):
-            raise TypeError(
-                f"ConfidenceStop needs a model drafter (it reads q_draft), got {type(inner).__name__}"
-            )
-        self.inner = inner
-        self.model = inner.model
-        self.threshold = check_real("threshold", threshold, low=0.0, high=1.0)
-        self.min_tokens = _count("min_tokens", min_tokens, 0)
-        self.name = f"{inner.name}+stop(top<{threshold})"
-        self.vocab_size = inner.vocab_size
-        self.stopped_early = 0
-
-    @property
-    def deterministic(self) -> bool:
-        return self.inner.deterministic
-
-    def fork(self) -> ConfidenceStopDrafter:
-        return ConfidenceStopDrafter(self.inner.fork(), self.threshold, self.min_tokens)
-
-    def start(self, prompt: torch.Tensor, params: Any) -> None:
-        self.inner.start(prompt, params)
-
-    def feedback(self, num_accepted: int) -> None:
-        self.inner.feedback(num_accepted)
-
-    @torch.inference_mode()
-    def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
-        d = self.inner
-        pending = d._sync(context)
-        logits = d.runner.extend(pending, 1)[-1]  # [V]
-        fed = [d._fed, pending.cpu()]
-        tokens, qs = [], []
-        for i in range(k):
-            if i >= self.min_tokens:
-                # Greedy "probabilities" are one-hot: judge confidence on the raw softmax.
-                q = (
-                    torch.softmax(logits.float(), dim=-1)
-                    if d.params.is_greedy
-                    else logits_to_probs(logits, d.params)
-                )
-                top = float(q.max())  # one host sync per drafted token, inherent to the rule
-                if top < self.threshold:
-                    self.stopped_early += 1
-                    break
-            tok, q = _draft_step(logits, d.params, d.mode, generator)
-            tokens.append(tok)
-            qs.append(q)
-            if i + 1 < k:
-                logits = d.runner.extend(tok.view(1), 1)[-1]
-                fed.append(tok.view(1).cpu())
-        d._fed = torch.cat(fed)
-        if not tokens:
-            return Draft(torch.empty(0, dtype=torch.long))
-        return Draft(torch.stack(tokens).cpu(), torch.stack(qs))
-
-
 class ConfidenceStop(GammaPolicy):
     """Draft up to ``gamma`` tokens, stopping where the draft's top probability < threshold.
 
-    Live, the engine wraps a model drafter in :class:`ConfidenceStopDrafter`; in replay,
-    :meth:`draft_length` applies the same rule to recorded top probabilities.
+    Live, a model draft stops by its :class:`~specviz.drafting.modes.DraftStop` (serially a
+    :class:`~specviz.drafting.model.ConfidenceStopDrafter`); in replay, :meth:`draft_length`
+    applies the same rule to recorded top probabilities.
     """
 
     def __init__(self, gamma: int = 8, threshold: float = 0.4, *, min_tokens: int = 1) -> None:
@@ -282,15 +199,13 @@ class ConfidenceStop(GammaPolicy):
     def next_gamma(self) -> int:
         return self.max_gamma
 
-    def wrap_drafter(self, drafter: Any) -> ConfidenceStopDrafter:
-        return ConfidenceStopDrafter(drafter, self.threshold, self.min_tokens)
-
     def draft_stop(self) -> DraftStop:
         return DraftStop(self.threshold, self.min_tokens)
 
     def draft_length(self, gamma: int, top_probs: Sequence[float]) -> int:
-        for i in range(gamma):
-            if i >= self.min_tokens and i < len(top_probs) and top_probs[i] < self.threshold:
+        stop = self.draft_stop()
+        for i in range(min(gamma, len(top_probs))):
+            if stop.halts(i, top_probs[i]):
                 return i
         return gamma
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 
 from ..core.sampling import sample
-from .base import Verdict, _gathered
+from .lossless import _gathered
+from .verdict import Verdict
 
 __all__ = ["block_thresholds", "verify_block", "verify_block_cumprod"]
 

@@ -8,7 +8,7 @@ the engine, :func:`~specviz.checks.consistency_check`, the notebooks and the con
 :data:`~specviz.verification.base.PREFIXES` and stay out of
 :data:`~specviz.verification.base.VERIFIERS`: the first wing's tables state every member there on
 one first-token toy, and several of these need more than one position, one round or one row to
-show (their stated settings and exact laws are in :mod:`specviz.verification.shipped_laws`).
+show (their stated settings and exact laws are in :mod:`specviz.effects.shipped`).
 
 Where a bug lived in the *drafter* (the draft's random numbers reused), the rule reproduces its
 law from the verifier's side, given the drafted token: that is exact, because conditioning the
@@ -28,11 +28,12 @@ from collections.abc import Callable
 import torch
 
 from ..core.sampling import sample, sample_with_uniform
-from .base import PREFIXES, Verdict, VerifierSpec, VerifyFn, _first_false, _gathered
-from .base import verify_lossless as _verify_lossless
 from .block import verify_block, verify_block_cumprod
+from .lossless import _first_false, _gathered
+from .lossless import verify_lossless as _verify_lossless
+from .verdict import Verdict, VerifierSpec, VerifyFn
 
-__all__ = ["SHIPPED_ZOO", "permuted_row_offsets", "shipped_verifier"]
+__all__ = ["MEMBER_NAMES", "SHIPPED_ZOO", "permuted_row_offsets", "shipped_verifier"]
 
 
 def _ratio(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
@@ -378,8 +379,9 @@ def shipped_verifier(name: str) -> VerifierSpec:
     return _MEMBERS[base](arg or None)
 
 
+#: The members' names (each resolves through :func:`shipped_verifier`, listed in
+#: :data:`~specviz.verification.base.PREFIXES`).
+MEMBER_NAMES: tuple[str, ...] = tuple(_MEMBERS)
+
 #: Every shipped mistake at its stated parameter, by name.
 SHIPPED_ZOO: dict[str, VerifierSpec] = {name: shipped_verifier(name) for name in _MEMBERS}
-
-for _name in _MEMBERS:
-    PREFIXES[_name] = shipped_verifier

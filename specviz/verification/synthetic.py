@@ -27,7 +27,7 @@ import warnings
 import torch
 
 from ..core.sampling import sample
-from .base import PREFIXES, Verdict, VerifierSpec
+from .verdict import Verdict, VerifierSpec
 
 __all__ = ["SyntheticAcceptanceWarning", "DEFAULT_RATE", "synthetic_verifier", "parse_synthetic"]
 
@@ -87,6 +87,3 @@ def parse_synthetic(name: str) -> VerifierSpec | None:
                 f"bad synthetic verifier {name!r}: expected 'synthetic:<rate in [0, 1]>'"
             ) from None
     return synthetic_verifier(rate)
-
-
-PREFIXES["synthetic"] = parse_synthetic

@@ -4,7 +4,7 @@ At a node with target law p and candidate children x_1..x_m (in index order), a 
 rule* decides; after an accepted child the walk continues at that child's children, and the
 accepted path plus one corrected or bonus token is emitted. Each lossless rule keeps the
 target's law exactly when the candidates were drawn the way it assumes
-(:data:`~specviz.drafting.base.SAMPLINGS`):
+(:data:`~specviz.core.draft.SAMPLINGS`):
 
 * **independent drafts** (SpecInfer's multi-step speculative sampling, Miao et al. 2023,
   arXiv 2305.09781, Alg. 2; recursive rejection sampling *with* replacement): each x_i drawn
@@ -38,8 +38,9 @@ from typing import Any
 
 import torch
 
+from ..core.draft import Draft, TreeDraft
 from ..core.sampling import sample
-from ..drafting.base import Draft, TreeDraft
+from .verdict import Verdict
 
 __all__ = [
     "LOSSLESS_TREE_RULES",
@@ -272,8 +273,7 @@ def _verify_tree_greedy(tree: TreeDraft, p_nodes: torch.Tensor, generator) -> Tr
 
 def chain_verifier(verify_tree: Callable) -> Callable:
     """A tree rule applied to a chain (a tree with one child per node), returning the chain
-    verifier's :class:`~specviz.verification.base.Verdict`."""
-    from .base import Verdict
+    verifier's :class:`~specviz.verification.verdict.Verdict`."""
 
     def verify(tokens, q_draft, p_target, generator):
         tree = TreeDraft.chain(Draft(tokens, q_draft))

@@ -1,8 +1,11 @@
 """Figures: plain data in, plotly figure out (nothing runs a model, nothing displays).
 
-One module per subject -- ``trace`` (one generation), ``acceptance``, ``stats`` (checks),
-``perf``, ``gamma`` (the gamma trade-off's costs and decisions), ``load``, ``reports`` (consistency and audit reports) -- one palette (``palette``)
-and one way to turn ids into text (``labels``). ``explorers`` copies figures into ipywidgets
+One module per subject -- ``trace`` (one generation), ``position`` (one drafted position:
+p vs q, the accept test, the residual), ``acceptance``, ``stats`` (checks), ``perf``,
+``speedup`` (the gamma trade-off predicted and measured), ``gamma`` (its costs and decisions),
+``load``, ``reports`` (consistency and audit reports, read through the protocols
+``ComparisonReport`` and ``AuditPage``) -- one palette (``palette``) and one way to turn ids
+into text (``labels``). ``explorers`` copies figures into ipywidgets
 explorers of given data.
 """
 

@@ -1,5 +1,10 @@
 """Figures and HTML of the two reports (``ConsistencyReport``, ``AuditReport``): the report
-objects hold data; this is how they look."""
+objects hold data; this is how they look.
+
+What a drawing reads is stated once, as the protocols :class:`ComparisonReport` (any report of a
+two-sample comparison) and :class:`AuditPage` (the audit's page); both report classes satisfy
+them (``tests/test_report_protocols.py``), and views sit above the checks and the audits in the
+import contract, so nothing here guesses at a report with ``getattr(..., default)``."""
 
 from __future__ import annotations
 
@@ -8,14 +13,75 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from .labels import Tokenizer, _labels
 from .palette import PALETTE
 
-__all__ = ["audit_figures", "audit_html", "consistency_figures", "first_token_names"]
+__all__ = [
+    "AuditPage",
+    "ComparisonReport",
+    "audit_figures",
+    "audit_html",
+    "consistency_figures",
+    "first_token_names",
+]
+
+
+@runtime_checkable
+class ComparisonReport(Protocol):
+    """What the figures read from a report of a two-sample comparison
+    (:class:`~specviz.checks.ConsistencyReport`, :class:`~specviz.audit.AuditReport`)."""
+
+    verdict: str
+    n_samples: int
+    min_detectable_tv: float
+    tests: Any  # DataFrame: one row per test, with pvalue, holm, bh, reject ...
+    first_token_counts: tuple  # (labels, counts in one arm, counts in the other)
+
+    @property
+    def outcome(self) -> str:
+        """The verdict with its power: "inconclusive" when these samples could not see much."""
+        ...
+
+
+@runtime_checkable
+class AuditPage(ComparisonReport, Protocol):
+    """What :func:`audit_html` and :func:`audit_figures` read (:class:`~specviz.audit.AuditReport`)."""
+
+    endpoints: tuple  # (A: speculation off, B: on), each with name, base_url, model
+    power_statement: str
+    logprob_note: str | None
+    tv: Any  # DataFrame or None: TV per prompt and position, with a bootstrap interval
+    load: Any  # DataFrame or None: the load sweep
+    greedy: Any  # GreedyConsistencyResult or None
+    greedy_logprob_gap: tuple
+    config: Any  # AuditConfig
+    preflight: dict
+    seconds: float
+
+    @property
+    def verdict_line(self) -> str: ...
+
+    @property
+    def greedy_verdict(self) -> str | None: ...
+
+    @property
+    def crossovers(self) -> tuple: ...
+
+    def summary(self) -> str: ...
+
+    def power_rows(self) -> list[dict[str, Any]]: ...
+
+    def first_token_line(self) -> str | None: ...
+
+    def identity_line(self) -> str | None: ...
+
+    def failure_line(self) -> str | None: ...
+
+    def acceptance_rows(self) -> list[dict[str, Any]]: ...
 
 
 def first_token_names(labels: Sequence[Any], tokenizer: Tokenizer = None) -> list[str]:
@@ -33,11 +99,10 @@ def first_token_names(labels: Sequence[Any], tokenizer: Tokenizer = None) -> lis
     return [text[i] if i in text else str(i) for i in labels]
 
 
-def _power_line(report: Any) -> str:
-    """The outcome with its power, for a figure title (the report's ``outcome`` when it has
-    one, e.g. "inconclusive: could not see TV < 0.606")."""
-    outcome = getattr(report, "outcome", report.verdict)
-    mdt = getattr(report, "min_detectable_tv", float("nan"))
+def _power_line(report: ComparisonReport) -> str:
+    """The outcome with its power, for a figure title (e.g. "inconclusive: could not see
+    TV < 0.606")."""
+    outcome, mdt = report.outcome, report.min_detectable_tv
     n = f"{report.n_samples} samples per arm"
     if outcome == "inconclusive":
         return f"{n}; inconclusive: could not see TV < {mdt:.3g}"
@@ -46,7 +111,7 @@ def _power_line(report: Any) -> str:
     return f"{n}; {outcome}"
 
 
-def consistency_figures(report: Any, *, tokenizer: Tokenizer = None) -> dict[str, Any]:
+def consistency_figures(report: ComparisonReport, *, tokenizer: Tokenizer = None) -> dict[str, Any]:
     """Observed-vs-reference bars (first token; token text with ``tokenizer``, else ``#id``;
     the title states the outcome with its power), p-value QQ plot, PIT histogram."""
     import plotly.graph_objects as go
@@ -110,7 +175,7 @@ def consistency_figures(report: Any, *, tokenizer: Tokenizer = None) -> dict[str
     return {"first_token": bars, "pvalue_qq": qq, "pit": pit}
 
 
-def audit_figures(report: Any) -> dict[str, Any]:
+def audit_figures(report: AuditPage) -> dict[str, Any]:
     """Plotly figures: first-token bars, p-value QQ, TV per position, load curves."""
     import plotly.graph_objects as go
 
@@ -172,7 +237,7 @@ def audit_figures(report: Any) -> dict[str, Any]:
     return figs
 
 
-def _load_figure(report: Any) -> Any:
+def _load_figure(report: AuditPage) -> Any:
     """Load curves of both configurations (one dash style per load temperature), the speed-up
     of B over A (the crossover is where it falls through 1) and tokens per verification step
     seen from the client."""
@@ -234,16 +299,15 @@ def _load_figure(report: Any) -> Any:
     return fig
 
 
-def audit_html(report: Any, path: str | Path) -> Path:
+def audit_html(report: AuditPage, path: str | Path) -> Path:
     """A self-contained page (plotly.js inlined once)."""
     import html
 
     a, b = report.endpoints
     default = "(server default)"
     # the outcome with its power: an underpowered pass is "inconclusive", never green
-    outcome = getattr(report, "outcome", report.verdict)
-    color = {"consistent": "#2e7d32", "inconclusive": "#b26a00"}.get(outcome, "#c62828")
-    headline = getattr(report, "verdict_line", report.verdict)
+    color = {"consistent": "#2e7d32", "inconclusive": "#b26a00"}.get(report.outcome, "#c62828")
+    headline = report.verdict_line
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>specviz audit</title><style>body{font-family:sans-serif;max-width:1100px;"
@@ -259,7 +323,7 @@ def audit_html(report: Any, path: str | Path) -> Path:
         f"<pre>{html.escape(report.summary())}</pre>",
         f"<p><b>Power.</b> {html.escape(report.power_statement)}</p>",
     ]
-    power_rows = report.power_rows() if hasattr(report, "power_rows") else []
+    power_rows = report.power_rows()
     if power_rows:
         import pandas as pd
 
@@ -273,23 +337,23 @@ def audit_html(report: Any, path: str | Path) -> Path:
         )
         parts.append(table.to_html(float_format="%.3f"))
     for line in (
-        report.first_token_line() if hasattr(report, "first_token_line") else None,
-        report.identity_line() if hasattr(report, "identity_line") else None,
-        report.failure_line() if hasattr(report, "failure_line") else None,
+        report.first_token_line(),
+        report.identity_line(),
+        report.failure_line(),
     ):
         if line:
             parts.append(
                 f"<p><b>{html.escape(line.split(':', 1)[0])}:</b>"
                 f"{html.escape(line.split(':', 1)[1])}</p>"
             )
-    if getattr(report, "logprob_note", None):
+    if report.logprob_note:
         parts.append(f"<p><b>Reported logprobs.</b> {html.escape(report.logprob_note)}</p>")
-    crossovers = getattr(report, "crossovers", ())
+    crossovers = report.crossovers
     if crossovers:
         parts.append("<h2>Crossover: where speculation stops paying</h2><ul>")
         parts += [f"<li>{html.escape(c.statement())}</li>" for c in crossovers]
         parts.append("</ul>")
-    rows = report.acceptance_rows() if hasattr(report, "acceptance_rows") else []
+    rows = report.acceptance_rows()
     if rows:
         import pandas as pd
 

@@ -31,6 +31,7 @@ __all__ = [
     "power_curve_figure",
     "margin_figure",
     "sequential_figure",
+    "sequential_figures",
 ]
 
 
@@ -456,6 +457,20 @@ def sequential_figure(
     fig.update_xaxes(title_text="samples per arm", row=2, col=1)
     fig.update_layout(title=title, height=560)
     return fig
+
+
+def sequential_figures(report: Any) -> dict[str, Any]:
+    """A :class:`~specviz.checks.sequential.SequentialReport`'s figures: ``{"e_value": ...}``,
+    the e-value and TV upper end after every batch (:func:`sequential_figure` of its one run)."""
+    return {
+        "e_value": sequential_figure(
+            {report.compared: report.trajectory},
+            alpha=report.alpha,
+            tv_tolerance=report.tv_tolerance,
+            fixed_n=report.fixed_n,
+            outcomes={report.compared: report.decision},
+        )
+    }
 
 
 def sequential_html(report: Any, path: Any, *, title: str, details: str = "") -> Any:

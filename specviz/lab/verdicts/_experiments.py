@@ -26,12 +26,16 @@ from typing import Any
 
 import numpy as np
 
+from ...checks.report import outcome_phrase
+
 __all__ = [
     "RatioVerdict",
     "ratio_verdict",
     "speedup_verdict",
     "exactness_lines",
     "claim7_verdict",
+    "greedy_identity_line",
+    "mixed_precision_line",
     "coverage_verdict",
     "first_token_tv_note",
     "NextGamma",
@@ -306,6 +310,41 @@ def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
 
 
 # -- claim 2 on a cross-vocabulary pair: coverage per task (notebook 12) ------------------------
+
+
+def greedy_identity_line(identical: Mapping[str, int], n: int) -> str:
+    """Claim 7 over several drafting methods (notebook 12): each method's greedy text against
+    plain decoding on ``n`` prompts; it supports the claim only if every method matched on all.
+
+    >>> print(greedy_identity_line({"intersection": 3, "string": 2}, 3))
+    Claim 7: greedy identical to plain decoding: intersection 3/3, string 2/3 -- a method changed the greedy text: see the table (near ties or a bug).
+    >>> greedy_identity_line({"intersection": 3, "string": 3}, 3).endswith("own argmax.")
+    True
+    """
+    counts = ", ".join(f"{name} {k}/{n}" for name, k in identical.items())
+    return f"Claim 7: greedy identical to plain decoding: {counts} -- " + (
+        "supports claim 7: both methods verify with the target's own argmax."
+        if all(k == n for k in identical.values())
+        else "a method changed the greedy text: see the table (near ties or a bug)."
+    )
+
+
+def mixed_precision_line(
+    report: Any, *, n_samples: int, exact_tv: float, samples_needed: float
+) -> str:
+    """What notebook 06's consistency check of the ``mixed_precision`` bug allows (claim 9):
+    caught, cannot tell at this size (its TV needs more samples), or a miss."""
+    meaning = {
+        "inconsistent": "caught the bug: supports claim 9 at this sample size",
+        "inconclusive": f"cannot tell at this size (the bug's TV {exact_tv:.4f} needs "
+        f"~{samples_needed:.0f} samples per arm)",
+        "consistent": "no test rejected although this TV would have been seen 90% of the time "
+        "(a miss)",
+    }[report.outcome]
+    return (
+        f"consistency_check of mixed_precision with {n_samples} samples per arm: "
+        f"{outcome_phrase(report)} -- {meaning}."
+    )
 
 
 def coverage_verdict(

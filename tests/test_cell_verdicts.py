@@ -1,0 +1,110 @@
+"""Verdict rules that notebooks 04, 05, 06, 09 and 12 used to write in cells, now in
+specviz.lab.verdicts (issue 29): each rule's branches, stated once and tested here."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from unittest.mock import patch
+
+import pandas as pd
+
+from specviz.lab.verdicts import (
+    greedy_identity_line,
+    mixed_precision_line,
+    sampler_check_lines,
+    sequential_line,
+    shipped_mistake_lines,
+)
+
+
+def _shipped(caught, n_to_detect, lossless=(False, False, False)):
+    n = len(caught)
+    return pd.DataFrame(
+        {
+            "lossless": list(lossless),
+            "caught": list(caught),
+            "n_to_detect": list(n_to_detect),
+            "predicted_tv": [0.1] * n,
+            "law": ["law"] * n,
+            "measured_tv": [0.1] * n,
+            "pvalue": [0.5] * n,
+        },
+        index=[f"rule{i}" for i in range(n)],
+    )
+
+
+def test_a_shipped_mistake_is_caught_unseeable_or_missed():
+    lines = shipped_mistake_lines(_shipped([True, False, False], [10, 900, 10]), n_draws=100)
+    assert lines[0].startswith("Claim 9, shipped mistakes: 1 of 3 caught")
+    assert lines[0].endswith("cannot tell at this size for 1 (they need more draws)")
+    fates = [line.split("draws: ")[1].split(" (p")[0] for line in lines[1:]]
+    assert fates == ["caught", "cannot tell at this size", "not caught"]
+
+
+def test_a_flagged_lossless_rule_is_a_false_alarm():
+    table = _shipped([True, False], [10, 0], lossless=(False, True))
+    lines = shipped_mistake_lines(table, n_draws=100)
+    assert lines[0] == (
+        "Claim 9, shipped mistakes: 1 of 1 caught at alpha = 0.01 with 100 draws of their "
+        "stated outcome"
+    )
+    assert lines[-1].endswith(": no departure found")
+    table.loc["rule1", "caught"] = True
+    assert shipped_mistake_lines(table, n_draws=100)[-1].endswith("false alarm at alpha = 0.01)")
+
+
+def test_the_sampler_lines_name_the_smallest_failing_case():
+    ok = SimpleNamespace(
+        verdict="conforms", counterexample=None, min_detectable_tv=0.05, alpha=0.01
+    )
+    ce = SimpleNamespace(vocab=4, k=2, where="first token", pvalue=1e-6)
+    bad = SimpleNamespace(verdict="fails", counterexample=ce)
+    assert sampler_check_lines(ok, ok, n_runs=10) == [
+        "Your sampler (10 runs per case): CONFORMS; transformers' installed _speculative_sampling: "
+        "CONFORMS (every case's first token checked to TV >= 0.050 with 90% power, false-alarm "
+        "rate <= 0.01)"
+    ]
+    lines = sampler_check_lines(bad, ok, n_runs=10)
+    assert lines[0].startswith("Your sampler (10 runs per case): FAILS;")
+    assert lines[1] == "  your smallest failing case: V = 4, k = 2 (first token, p = 1e-06)"
+
+
+def test_greedy_identity_supports_claim_7_only_when_every_method_matches():
+    assert greedy_identity_line({"intersection": 5, "string": 5}, 5) == (
+        "Claim 7: greedy identical to plain decoding: intersection 5/5, string 5/5 -- "
+        "supports claim 7: both methods verify with the target's own argmax."
+    )
+    assert "changed the greedy text" in greedy_identity_line({"intersection": 5, "string": 4}, 5)
+
+
+def _run(decision):
+    return SimpleNamespace(
+        decision=decision, samples_per_arm=300, fixed_n=600, e_value=250.0, tv_upper=0.04, cap=900
+    )
+
+
+def test_a_sequential_run_is_caught_equivalent_or_inconclusive():
+    lines = [
+        sequential_line("rule", _run(d), exact_tv=0.1, tolerance=0.05, level=0.01)
+        for d in ("inconsistent", "equivalent", "inconclusive")
+    ]
+    assert lines[0] == (
+        "Sequential, rule (exact first-token TV 0.100): caught after 300 samples per arm, 0.50x "
+        "the fixed-n design for TV 0.05 (600); e-value 250 >= 100."
+    )
+    assert ": equivalent within 0.05 after 300 samples per arm (0.50x" in lines[1]
+    assert ": inconclusive at the cap (900 per arm)" in lines[2]
+
+
+def test_the_mixed_precision_check_is_caught_unseeable_or_a_miss():
+    def line(outcome):
+        report = SimpleNamespace(outcome=outcome)
+        with patch("specviz.lab.verdicts._experiments.outcome_phrase", lambda r: r.outcome):
+            return mixed_precision_line(report, n_samples=150, exact_tv=0.02, samples_needed=4000)
+
+    assert line("inconsistent") == (
+        "consistency_check of mixed_precision with 150 samples per arm: inconsistent -- caught "
+        "the bug: supports claim 9 at this sample size."
+    )
+    assert "cannot tell at this size (the bug's TV 0.0200 needs ~4000" in line("inconclusive")
+    assert line("consistent").endswith("(a miss).")

@@ -246,7 +246,7 @@ class Trace:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return path
 
     @classmethod
@@ -556,7 +556,7 @@ def _umask_mode(path: Path) -> None:
     path.chmod(0o666 & ~umask)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     """Persist a rename in ``folder`` (best effort: not every platform can open a folder)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

@@ -17,6 +17,7 @@ import torch
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+from ..core.trace import fsync_dir
 from ._cache import _BIG_FILE, _cache_ready, _content_checked, _verified_record, _write_verified
 from ._files import _file_digests, _materialize_gguf
 from ._specs import (
@@ -135,18 +136,7 @@ def _fsync_file(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Persist the entries of ``folder`` (best effort: not every platform opens folders)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+_fsync_dir = fsync_dir  # one implementation (core.trace); the old name stays for callers
 
 
 def _load_dense(folder: Path | str, dtype: torch.dtype | str, progress: bool, **kwargs: Any):

@@ -112,7 +112,10 @@ def test_an_honest_sampler_is_called_equivalent_and_a_broken_one_never():
     (the benchmark measures >= 80% on 200; 40 runs allow 0.7). Negative control: a TV 0.1
     difference is never called equivalent within 0.05 (at most the binomial bound of alpha)."""
     law = stats.zipf_law(4)
-    cap = int(1.5 * stats.sample_size_for_tv(4, 0.05, alpha=0.01, two_sample=True))
+    design = stats.sample_size_for_tv(
+        4, 0.05, alpha=0.01, two_sample=True, alternative="least-favourable"
+    )
+    cap = int(1.5 * design)  # the default cap (checks.sequential.fixed_n_design)
     q = stats.tv_alternative(law, 0.1)
     rng = np.random.default_rng(11)
     honest, broken = [], []
@@ -126,6 +129,86 @@ def test_an_honest_sampler_is_called_equivalent_and_a_broken_one_never():
     assert "reject" not in honest
     assert broken.count("equivalent") <= st.binom.ppf(0.99, 40, 0.01), broken
     assert broken.count("reject") >= 36, broken
+
+
+# ------------------------------------------------------------------------------ the cap's design
+
+
+PEAKED = np.array([0.7, 0.2, 0.07, 0.03])  # one dominant token, like SmolLM2's first one
+
+
+def _chi2(p: np.ndarray, q: np.ndarray) -> float:
+    return float(np.sum((q - p) ** 2 / p))
+
+
+def test_least_favourable_alternative_is_at_tv_tau_and_the_hardest_move():
+    """The least-favourable alternative sits at TV exactly tau, its chi-square distance is
+    tau^2 (1/P(S) + 1/P(S^c)) for the split nearest 1/2 -- the smallest over every split
+    (brute force over all subsets of an 8-outcome law) -- never above the head-tail move's;
+    a dominant token is split off alone; beyond 16 outcomes it is within 0.4% of the bound 4."""
+    rng = np.random.default_rng(5)
+    laws = [PEAKED, stats.zipf_law(10), stats.uniform_law(6), rng.dirichlet(np.ones(8))]
+    for p in laws + [stats.zipf_law(101, 1.2)]:
+        for tau in (0.05, 0.2):
+            q = stats.tv_alternative(p, tau, kind="least-favourable")
+            assert stats.tv_distance(p, q) == pytest.approx(tau, abs=1e-12)
+            assert q.min() >= 0 and q.sum() == pytest.approx(1.0)
+            head_tail = stats.tv_alternative(p, tau)
+            assert _chi2(p, q) <= _chi2(p, head_tail) * (1 + 1e-9)
+    for p in laws:
+        masses = np.array([p[list(c)].sum() for c in _subsets(p.size)])
+        best = float(np.min(1 / masses + 1 / (1 - masses)))
+        q = stats.tv_alternative(p, 0.05, kind="least-favourable")
+        assert _chi2(p, q) == pytest.approx(0.05**2 * best, rel=1e-9)
+    moved = stats.tv_alternative(PEAKED, 0.05, kind="least-favourable") - PEAKED
+    assert moved[0] == pytest.approx(-0.05) and np.all(moved[1:] > 0)
+    big = stats.zipf_law(101, 1.2)
+    q = stats.tv_alternative(big, 0.05, kind="least-favourable")
+    assert 4.0 <= _chi2(big, q) / 0.05**2 <= 4.0 * 1.004
+
+
+def _subsets(k: int):
+    import itertools
+
+    for r in range(1, k):
+        yield from itertools.combinations(range(k), r)
+
+
+def test_a_peaked_law_gets_a_larger_cap_than_the_head_tail_design():
+    """The default cap is 1.5x the least-favourable design: for a peaked law about twice the
+    head-tail design (which promised power only against a move into the rare half); for a
+    uniform law the two agree (the control). The report says which basis it used."""
+    from specviz.checks.sequential import SequentialRun, fixed_n_design
+
+    def head_tail(p):
+        return stats.sample_size_for_tv(p, 0.05, alpha=0.01, two_sample=True)
+
+    n_peaked, basis = fixed_n_design([PEAKED], 0.05, 0.01)
+    assert n_peaked > 1.8 * head_tail(PEAKED), (n_peaked, head_tail(PEAKED))
+    assert "least-favourable" in basis
+    # the design is powered against the head-tail move too (an easier one)
+    q = stats.tv_alternative(PEAKED, 0.05)
+    assert stats.power_homogeneity(PEAKED, q, n_peaked, 0.01) >= 0.9
+    uniform = stats.uniform_law(4)
+    assert fixed_n_design([uniform], 0.05, 0.01)[0] == head_tail(uniform)
+    run = SequentialRun(1, 1, alpha=0.01, tv_tolerance=0.05, batch=100)
+    draws = [[min(i % 10, 7) // 7 + (i % 10 == 9)] for i in range(100)]  # 70% / 20% / 10%
+    run.feed([(draws, draws)])
+    rep = run.report(seconds=0.0, compared="x")
+    assert rep.cap == int(np.ceil(1.5 * rep.fixed_n))
+    assert rep.fixed_n > 1.8 * head_tail(np.array([0.7, 0.2, 0.1]))
+    assert "least-favourable" in rep.fixed_n_basis and rep.fixed_n_basis in rep.summary()
+
+
+def test_least_favourable_design_refuses_bad_input():
+    with pytest.raises(ValueError, match="kind must be"):
+        stats.tv_alternative(PEAKED, 0.05, kind="balanced")
+    with pytest.raises(ValueError, match="kind must be"):
+        stats.sample_size_for_tv(PEAKED, 0.05, alternative="nope")
+    with pytest.raises(ValueError, match="larger side"):  # more than the half it moves from
+        stats.tv_alternative(stats.uniform_law(4), 0.6, kind="least-favourable")
+    with pytest.raises(ValueError, match="tv must be > 0"):
+        stats.sample_size_for_tv(PEAKED, 0.0, alternative="least-favourable")
 
 
 def test_bad_input_is_refused_before_any_model_runs():

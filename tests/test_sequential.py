@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ import specviz as sv
 from specviz import stats
 from specviz.audit.broken_server import ServerConfig, make_server
 from specviz.audit.cli import main as audit_main
-from specviz.audit.sequential import audit_sequential
+from specviz.audit.engines import Engine, EngineSample
+from specviz.audit.sequential import audit_sequential, engine_audit_sequential
 from specviz.checks import consistency_check
 from specviz.checks.sequential import SequentialReport, sequence_views
 from specviz.views import sequential_figure
@@ -328,3 +330,115 @@ def test_sequential_audit_cli_exit_codes(servers, tmp_path, capsys):
         rc = audit_main(base + ["--b", servers["on"]] + seq + bad)
         err = capsys.readouterr().err
         assert rc == 2 and needle in err and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------------------ in-process engines
+
+
+@dataclass
+class _Drafty(Engine):
+    """A fake in-process engine: 3-token continuations from a fixed law per seed, the draft
+    counts of a lossless engine (all accepted) or, with ``reject``, one rejected per request."""
+
+    engine: str = "fake"
+    reject: bool = False
+    shift: float = 0.0
+    loads: int = 0
+
+    def __post_init__(self) -> None:
+        self.sampled_draft = True
+
+    def load(self) -> None:
+        self.loads += 1
+
+    def close(self) -> None:
+        self._loaded = False
+
+    def sample_one(self, prompt, sampling, seed):
+        rng = np.random.default_rng(seed)
+        p = np.array([0.5, 0.3, 0.2]) + np.array([-self.shift, 0, self.shift])
+        toks = (int(rng.choice(3, p=p)), int(10 + rng.integers(0, 3)), 20)
+        return EngineSample(toks[: sampling.max_tokens], 0.001, 2, 1 if self.reject else 2)
+
+
+ENGINE_SEQ = dict(max_tokens=3, tv_tolerance=0.1, batch=50, n_samples=400, progress=False)
+
+
+def test_sequential_engine_audit_flags_the_broken_engine_and_resumes(tmp_path):
+    """specviz's own decoder as an in-process engine: the lossless rule is never flagged, a
+    broken rule is flagged before the cap; the raw file is the fixed-n engine audit's (a
+    sequential rerun replays it, the fixed-n audit reuses it); each arm's engine is freed
+    between batches unless keep_loaded."""
+    plain = "specviz:toy,speculate=0"
+    honest = engine_audit_sequential(plain, "specviz:toy,verifier=lossless", ["ab"], **ENGINE_SEQ)
+    assert not honest.outcome.startswith("inconsistent"), honest.summary()
+    out = tmp_path / "e"
+    broken = engine_audit_sequential(
+        plain, "specviz:toy,verifier=always_accept", ["ab"], out_dir=out, **ENGINE_SEQ
+    )
+    assert broken.outcome == "inconsistent" and broken.samples_per_arm < 400, broken.summary()
+    lines = (out / "raw.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 2 * broken.samples_per_arm
+    again = engine_audit_sequential(
+        plain, "specviz:toy,verifier=always_accept", ["ab"], out_dir=out, **ENGINE_SEQ
+    )
+    assert (again.outcome, again.samples_per_arm) == (broken.outcome, broken.samples_per_arm)
+    assert again.e_value == pytest.approx(broken.e_value)
+    assert len((out / "raw.jsonl").read_text().splitlines()) == len(lines)
+    assert json.loads((out / "summary.json").read_text())["outcome"] == "inconsistent"
+    # reload per batch (the default) or keep both loaded: the same draws, the same verdict
+    used = set()
+    for keep in (False, True):
+        a, b = _Drafty(spec="plain", label="A"), _Drafty(spec="spec", label="B", shift=0.25)
+        rep = engine_audit_sequential(a, b, ["p"], keep_loaded=keep, **ENGINE_SEQ)
+        assert rep.outcome == "inconsistent" and rep.samples_per_arm < 400, rep.summary()
+        loads = 1 if keep else rep.samples_per_arm // 50
+        assert (a.loads, b.loads) == (loads, loads) and loads >= 1
+        used.add((rep.samples_per_arm, rep.e_value))
+    assert len(used) == 1
+
+
+def test_sequential_identity_probe_on_engines(tmp_path):
+    """The in-process identity probe, sequentially: a lossless engine (every drafted token
+    accepted, same law) is not flagged; one rejected draft ends the run inconsistent after the
+    first batch, whatever the e-value says (negative control: the same law, so the e-value
+    alone would not flag it); an engine that does not sample its drafts is refused."""
+    a, b = _Drafty(spec="plain", label="A"), _Drafty(spec="spec", label="B")
+    ok = engine_audit_sequential(a, b, ["p"], identity=True, **ENGINE_SEQ)
+    assert not ok.outcome.startswith("inconsistent"), ok.summary()
+    assert "identity probe: " in ok.compared and "accepted" in ok.compared
+    b.reject = True
+    bad = engine_audit_sequential(a, b, ["p"], identity=True, **ENGINE_SEQ)
+    assert bad.outcome.startswith("inconsistent (identity probe: a draft equal to the target")
+    assert bad.samples_per_arm == 50 and bad.e_value < 100, bad.summary()
+    assert "50/100 drafted tokens accepted" in bad.summary()
+    b.sampled_draft = None
+    with pytest.raises(ValueError, match="samples its drafts"):
+        engine_audit_sequential(a, b, ["p"], identity=True, **ENGINE_SEQ)
+
+
+def test_sequential_audit_cli_with_engines(tmp_path, capsys):
+    base = ["--a", "specviz:toy,speculate=0", "--prompt", "ab", "--max-tokens", "3", "--quiet"]
+    seq = ["--sequential", "--batch", "50", "--n-samples", "400", "--tv-tolerance", "0.1"]
+    out = tmp_path / "cli"
+    argv = base + ["--b", "specviz:toy,verifier=always_accept", "--out", str(out)] + seq
+    assert audit_main(argv) == 1
+    assert "inconsistent after" in capsys.readouterr().out and (out / "report.html").is_file()
+    # the identity probe: B built from A's spec (draft = target); the toy pair's own draft
+    # stands in, so only the refusals are checked here
+    for argv, needle in (
+        (
+            ["--a", "http://127.0.0.1:1", "--b", "http://127.0.0.1:2", "--prompt", "x"]
+            + ["--identity-probe"]
+            + seq,
+            "acceptance check runs at temperature 0",
+        ),
+        (base + ["--b", "specviz:toy", "--keep-loaded"], "--keep-loaded is for --sequential"),
+        (
+            base + ["--b", "specviz:toy,speculate=0", "--identity-probe"] + seq,
+            "samples its drafts",
+        ),
+    ):
+        assert audit_main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, err

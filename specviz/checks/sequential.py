@@ -126,6 +126,9 @@ class SequentialReport:
     method: str
     seconds: float
     compared: str  # what was compared (the verifier, or the endpoints)
+    # a finding outside the e-value that made the outcome "inconsistent" (the in-process
+    # identity probe: a draft equal to the target was rejected); "" when none
+    finding: str = ""
 
     @property
     def decision(self) -> str:
@@ -137,7 +140,12 @@ class SequentialReport:
         saved = f"a fixed-n design for TV {self.tv_tolerance:g} needs {self.fixed_n:,} per arm"
         ratio = f"{n / self.fixed_n:.2f}x" if self.fixed_n else "n/a"
         head = f"sequential verdict ({self.compared}): "
-        if self.decision == "inconsistent":
+        if self.finding:
+            what = (
+                f"inconsistent after {n:,} samples per arm: {self.finding} (e-value "
+                f"{self.e_value:.3g}, TV upper end {self.tv_upper:.3g})"
+            )
+        elif self.decision == "inconsistent":
             worst = self.views.sort_values("e_value").iloc[-1]
             what = (
                 f"inconsistent after {n:,} samples per arm: e-value {self.e_value:.3g} >= "
@@ -235,7 +243,9 @@ class SequentialRun:
             dict(samples_per_arm=self.n, e_value=self.seq.e_value, tv_upper=self.seq.tv_upper)
         )
 
-    def report(self, *, seconds: float, compared: str) -> SequentialReport:
+    def report(self, *, seconds: float, compared: str, finding: str = "") -> SequentialReport:
+        """The report where the run stopped; ``finding`` (a check outside the e-value failed,
+        e.g. the identity probe's acceptance) makes the outcome ``"inconsistent (finding)"``."""
         import pandas as pd
 
         decision = self.seq.decision
@@ -243,6 +253,8 @@ class SequentialRun:
             "reject": "inconsistent",
             "equivalent": f"equivalent within {self.seq.tv_tolerance:g}",
         }.get(decision, "inconclusive")
+        if finding:
+            outcome = f"inconsistent ({finding})"
         views = [
             dict(
                 prompt=pi,
@@ -269,4 +281,5 @@ class SequentialRun:
             method=stats.sequential_method(self.seq.alpha, self.seq.tv_tolerance),
             seconds=seconds,
             compared=compared,
+            finding=finding,
         )

@@ -13,14 +13,18 @@ first-token law for notebook 05's prompt and sampling settings, computed from it
 arms paired draw by draw, checked after every batch of 100 pairs.
 
 * Null (both arms one law): the betting test is looked at after *every* batch up to the cap
-  (1.5x the fixed-n design for TV 0.05), never stopped for equivalence -- the strictest
+  (1.5x the fixed-n design for TV 0.05 against the least-favourable difference, the default
+  cap of ``consistency_check(sequential=True)``), never stopped for equivalence -- the strictest
   optional stopping; false alarms are counted against alpha = 0.01 and its binomial 99% upper
   bound. The same runs give the full procedure's outcome (first of reject / equivalent / cap):
   how often an honest sampler reaches "equivalent within 0.05" before the cap, and when.
 * Alternatives at TV 0.05 / 0.1 / 0.2 (:func:`specviz.stats.tv_alternative`): the samples to
   rejection (median; 90th percentile = the samples the sequential test needs for 90% power)
-  against the fixed-n design for that TV at 90% power (:func:`specviz.stats.sample_size_for_tv`),
-  and against the design for TV 0.05 (the default cap's basis).
+  against the fixed-n design for that TV and alternative at 90% power
+  (:func:`specviz.stats.sample_size_for_tv`), and against *both* designs for TV 0.05: the
+  head-tail one (the cap's basis before issue 26's fix, and the generic power statements') and
+  the least-favourable one (the cap's basis now). Alternatives of both kinds (the least-
+  favourable kind only where it differs from the head-tail one).
 
 ``real``: ``consistency_check(..., sequential=True)`` itself on SmolLM2-135M (memoised target,
 noisy-copy draft as in notebook 05, the lossless rule, 2-token continuations, T=0.7 top-k 20
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import sys
 import time
@@ -53,8 +58,12 @@ def _cpu() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_utime
 
 
-def _design(p: np.ndarray, tv: float) -> int:
-    return stats.sample_size_for_tv(p, tv, alpha=ALPHA, two_sample=True)
+def _design(p: np.ndarray, tv: float, alternative: str = "head-tail") -> int:
+    return stats.sample_size_for_tv(p, tv, alpha=ALPHA, two_sample=True, alternative=alternative)
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def smollm2_first_token_law() -> np.ndarray:
@@ -109,57 +118,75 @@ def exact(args: argparse.Namespace) -> None:
     if not args.no_model:
         laws["smollm2 first token"] = smollm2_first_token_law()
     t0, c0 = time.perf_counter(), _cpu()
+    print(f"# started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {_load()}")
     print(
         f"# exact multinomials, alpha={ALPHA}, checks after every batch of {BATCH} pairs; "
-        f"tolerance TV {TAU}; cap = 1.5x the fixed-n design for TV {TAU} (two-sample Pearson, "
-        f"90% power); seeded (numpy default_rng per law and section)"
+        f"tolerance TV {TAU}; cap = 1.5x the fixed-n design for TV {TAU} against the "
+        f"least-favourable difference (LF: two-sample Pearson, 90% power; the default cap of "
+        f"consistency_check(sequential=True)); HT = the head-tail design (mass moved from the "
+        f"likelier half to the rarer half, the generic power statements' alternative and the "
+        f"cap's basis before); seeded (numpy default_rng per law and section)"
     )
     print("\n## Null: false alarms under continuous peeking (to the cap), equivalence stop")
     print(
-        "law | outcomes | fixed-n(0.05) | cap | runs | false alarms (rate; 99% bound) | "
-        "equivalent before cap | median samples to equivalent (x fixed-n)"
+        "law | outcomes | fixed-n HT(0.05) | fixed-n LF(0.05) | cap (1.5x LF) | runs | "
+        "false alarms (rate; 99% bound) | equivalent before the cap | equivalent before 1.5x HT "
+        "(the old cap) | median samples to equivalent (x LF; x HT)"
     )
     for i, (name, p) in enumerate(laws.items()):
-        design = _design(p, TAU)
-        cap = math.ceil(1.5 * design)
+        ht, lf = _design(p, TAU), _design(p, TAU, "least-favourable")
+        cap = math.ceil(1.5 * lf)
         rng = np.random.default_rng(1000 + i)
         res = [_null_run(p, cap, rng) for _ in range(args.runs)]
         alarms = sum(a for a, _ in res)
         eq = np.array([e for _, e in res if e is not None])
+        old = int(np.sum(eq <= math.ceil(1.5 * ht)))
         bound = int(st.binom.ppf(0.99, args.runs, ALPHA))
-        med = f"{np.median(eq):.0f} ({np.median(eq) / design:.2f}x)" if eq.size else "-"
+        med = (
+            f"{np.median(eq):.0f} ({np.median(eq) / lf:.2f}x; {np.median(eq) / ht:.2f}x)"
+            if eq.size
+            else "-"
+        )
         print(
-            f"{name} | {p.size} | {design} | {cap} | {args.runs} | {alarms} "
+            f"{name} | {p.size} | {ht} | {lf} | {cap} | {args.runs} | {alarms} "
             f"({alarms / args.runs:.4f}; {bound}) {'OK' if alarms <= bound else 'OVER'} | "
             f"{eq.size / args.runs:.3f} {'OK' if eq.size >= 0.8 * args.runs else 'BELOW 0.8'} "
-            f"| {med}",
+            f"| {old / args.runs:.3f} | {med}",
             flush=True,
         )
-    print("\n## Alternatives: samples to rejection vs the fixed-n design (90% power)")
     print(
-        "law | TV | runs | fixed-n(TV) | median | q90 (= n for 90% power) | q90 / fixed-n(TV) | "
-        "median / fixed-n(TV) | median / fixed-n(0.05) | rejected by the 0.05 cap"
+        "\n## Alternatives: samples to rejection vs the fixed-n design (90% power) for the same "
+        "alternative; HT alternatives on every law, LF alternatives where they differ from HT"
+    )
+    print(
+        "law | alternative | TV | runs | fixed-n(TV, this alternative) | median | "
+        "q90 (= n for 90% power) | q90 / fixed-n(TV) | median / fixed-n(TV) | "
+        "median / fixed-n HT(0.05) | median / fixed-n LF(0.05) | rejected by the cap (1.5x LF)"
     )
     for i, (name, p) in enumerate(laws.items()):
-        d05 = _design(p, TAU)
-        for j, tv in enumerate((0.05, 0.1, 0.2)):
-            q = stats.tv_alternative(p, tv)
-            design = _design(p, tv)
-            rng = np.random.default_rng(2000 + 10 * i + j)
-            cap = max(3 * design, math.ceil(1.5 * d05))
-            n = np.array(
-                [r or np.inf for r in (_alt_run(p, q, cap, rng) for _ in range(args.alt_runs))]
-            )
-            med, q90 = np.median(n), np.quantile(n, 0.9)
-            print(
-                f"{name} | {tv} | {args.alt_runs} | {design} | {med:.0f} | {q90:.0f} | "
-                f"{q90 / design:.2f} | {med / design:.2f} | {med / d05:.3f} | "
-                f"{np.mean(n <= 1.5 * d05):.3f}",
-                flush=True,
-            )
+        ht05, lf05 = _design(p, TAU), _design(p, TAU, "least-favourable")
+        for k, kind in enumerate(("head-tail", "least-favourable")):
+            for j, tv in enumerate((0.05, 0.1, 0.2)):
+                q = stats.tv_alternative(p, tv, kind=kind)
+                if kind != "head-tail" and np.allclose(q, stats.tv_alternative(p, tv)):
+                    continue
+                design = _design(p, tv, kind)
+                rng = np.random.default_rng(2000 + 10 * i + j + 100 * k)
+                cap = max(3 * design, math.ceil(1.5 * lf05))
+                n = np.array(
+                    [r or np.inf for r in (_alt_run(p, q, cap, rng) for _ in range(args.alt_runs))]
+                )
+                med, q90 = np.median(n), np.quantile(n, 0.9)
+                print(
+                    f"{name} | {'HT' if k == 0 else 'LF'} | {tv} | {args.alt_runs} | {design} | "
+                    f"{med:.0f} | {q90:.0f} | {q90 / design:.2f} | {med / design:.2f} | "
+                    f"{med / ht05:.3f} | {med / lf05:.3f} | {np.mean(n <= 1.5 * lf05):.3f}",
+                    flush=True,
+                )
     print(
         f"\n# {time.perf_counter() - t0:.0f} s wall, {_cpu() - c0:.0f} s CPU (2-core machine "
-        f"shared with other helpers' jobs: wall time is not a speed claim)"
+        f"shared with other helpers' jobs: wall time is not a speed claim); finished "
+        f"{time.strftime('%H:%M UTC', time.gmtime())}, {_load()}"
     )
 
 
@@ -195,7 +222,8 @@ def real(args: argparse.Namespace) -> None:
         p0[t] * sv.logits_to_probs(target.next_logits(ids + [t]), params).double().numpy()
         for t in np.flatnonzero(p0)
     )
-    design, _ = fixed_n_design([p0, p1], TAU, ALPHA)
+    design, _ = fixed_n_design([p0, p1], TAU, ALPHA)  # least-favourable: the default cap's
+    head_tail = max(_design(p[p > 0] / p[p > 0].sum(), TAU) for p in (p0, p1))
     cap = math.ceil(1.5 * design)
     out = Path(args.out)
     done = set()
@@ -231,7 +259,9 @@ def real(args: argparse.Namespace) -> None:
             equivalent_at=int(eq.iloc[0]) if len(eq) else None,
             cap=cap,
             fixed_n=design,
+            fixed_n_head_tail=head_tail,
             cpu_s=round(_cpu() - c0, 1),
+            load=round(os.getloadavg()[0], 1),
         )
         with out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
@@ -244,13 +274,25 @@ def summarize(args: argparse.Namespace) -> None:
     alarms = sum(r["false_alarm"] for r in recs)
     eq = np.array([r["equivalent_at"] for r in recs if r["equivalent_at"] is not None])
     cap, design = recs[0]["cap"], recs[0]["fixed_n"]
+    ht = recs[0].get("fixed_n_head_tail")
     bound = int(st.binom.ppf(0.99, n, ALPHA))
     print(
         f"# SmolLM2-135M (memoised target, noisy-copy draft, lossless rule), prompt {PROMPT!r}, "
         f"2-token continuations, T={TEMPERATURE} top-k {TOP_K} top-p {TOP_P}, gamma 2, "
         f"consistency_check(sequential=True), batches of {BATCH}, alpha={ALPHA}, "
-        f"cap {cap} = 1.5x the fixed-n design for TV {TAU} ({design} per arm, exact marginals)"
+        f"cap {cap} = 1.5x the fixed-n design for TV {TAU} ({design} per arm, exact marginals"
+        + (
+            f", least-favourable difference; the head-tail design, the cap's basis before, is {ht})"
+            if ht
+            else ")"
+        )
     )
+    loads = [r["load"] for r in recs if "load" in r]
+    if loads:
+        print(
+            f"# 1-minute load average when runs finished: median {np.median(loads):.1f}, "
+            f"max {max(loads):.1f} (2 cores shared with other helpers: CPU times are noisy)"
+        )
     print(
         f"null runs: {n}; false alarms (peeking after every batch to the cap): {alarms} "
         f"({alarms / max(n, 1):.4f}; binomial 99% bound {bound}: "
@@ -259,9 +301,16 @@ def summarize(args: argparse.Namespace) -> None:
     )
     if eq.size:
         print(
-            f"equivalent within {TAU} before the cap: {eq.size}/{n} = {eq.size / n:.3f}; median "
-            f"samples {np.median(eq):.0f} ({np.median(eq) / design:.2f}x the fixed-n design)"
+            f"equivalent within {TAU} before the cap: {eq.size}/{n} = {eq.size / n:.3f} "
+            f"{'OK' if eq.size >= 0.8 * n else 'BELOW 0.8'}; median samples {np.median(eq):.0f} "
+            f"({np.median(eq) / design:.2f}x the fixed-n design)"
         )
+        if ht:
+            old = int(np.sum(eq <= math.ceil(1.5 * ht)))
+            print(
+                f"  of these, before 1.5x the head-tail design ({math.ceil(1.5 * ht)}, the old "
+                f"cap): {old}/{n} = {old / n:.3f}"
+            )
     print(f"CPU per run: median {np.median([r['cpu_s'] for r in recs]):.1f} s")
     missing = sorted(set(range(max(r["run"] for r in recs) + 1)) - {r["run"] for r in recs})
     if missing:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ import specviz as sv
 from specviz import stats
 from specviz.audit.broken_server import ServerConfig, make_server
 from specviz.audit.cli import main as audit_main
-from specviz.audit.sequential import audit_sequential
+from specviz.audit.engines import Engine, EngineSample
+from specviz.audit.sequential import audit_sequential, engine_audit_sequential
 from specviz.checks import consistency_check
 from specviz.checks.sequential import SequentialReport, sequence_views
 from specviz.views import sequential_figure
@@ -112,7 +114,10 @@ def test_an_honest_sampler_is_called_equivalent_and_a_broken_one_never():
     (the benchmark measures >= 80% on 200; 40 runs allow 0.7). Negative control: a TV 0.1
     difference is never called equivalent within 0.05 (at most the binomial bound of alpha)."""
     law = stats.zipf_law(4)
-    cap = int(1.5 * stats.sample_size_for_tv(4, 0.05, alpha=0.01, two_sample=True))
+    design = stats.sample_size_for_tv(
+        4, 0.05, alpha=0.01, two_sample=True, alternative="least-favourable"
+    )
+    cap = int(1.5 * design)  # the default cap (checks.sequential.fixed_n_design)
     q = stats.tv_alternative(law, 0.1)
     rng = np.random.default_rng(11)
     honest, broken = [], []
@@ -126,6 +131,86 @@ def test_an_honest_sampler_is_called_equivalent_and_a_broken_one_never():
     assert "reject" not in honest
     assert broken.count("equivalent") <= st.binom.ppf(0.99, 40, 0.01), broken
     assert broken.count("reject") >= 36, broken
+
+
+# ------------------------------------------------------------------------------ the cap's design
+
+
+PEAKED = np.array([0.7, 0.2, 0.07, 0.03])  # one dominant token, like SmolLM2's first one
+
+
+def _chi2(p: np.ndarray, q: np.ndarray) -> float:
+    return float(np.sum((q - p) ** 2 / p))
+
+
+def test_least_favourable_alternative_is_at_tv_tau_and_the_hardest_move():
+    """The least-favourable alternative sits at TV exactly tau, its chi-square distance is
+    tau^2 (1/P(S) + 1/P(S^c)) for the split nearest 1/2 -- the smallest over every split
+    (brute force over all subsets of an 8-outcome law) -- never above the head-tail move's;
+    a dominant token is split off alone; beyond 16 outcomes it is within 0.4% of the bound 4."""
+    rng = np.random.default_rng(5)
+    laws = [PEAKED, stats.zipf_law(10), stats.uniform_law(6), rng.dirichlet(np.ones(8))]
+    for p in laws + [stats.zipf_law(101, 1.2)]:
+        for tau in (0.05, 0.2):
+            q = stats.tv_alternative(p, tau, kind="least-favourable")
+            assert stats.tv_distance(p, q) == pytest.approx(tau, abs=1e-12)
+            assert q.min() >= 0 and q.sum() == pytest.approx(1.0)
+            head_tail = stats.tv_alternative(p, tau)
+            assert _chi2(p, q) <= _chi2(p, head_tail) * (1 + 1e-9)
+    for p in laws:
+        masses = np.array([p[list(c)].sum() for c in _subsets(p.size)])
+        best = float(np.min(1 / masses + 1 / (1 - masses)))
+        q = stats.tv_alternative(p, 0.05, kind="least-favourable")
+        assert _chi2(p, q) == pytest.approx(0.05**2 * best, rel=1e-9)
+    moved = stats.tv_alternative(PEAKED, 0.05, kind="least-favourable") - PEAKED
+    assert moved[0] == pytest.approx(-0.05) and np.all(moved[1:] > 0)
+    big = stats.zipf_law(101, 1.2)
+    q = stats.tv_alternative(big, 0.05, kind="least-favourable")
+    assert 4.0 <= _chi2(big, q) / 0.05**2 <= 4.0 * 1.004
+
+
+def _subsets(k: int):
+    import itertools
+
+    for r in range(1, k):
+        yield from itertools.combinations(range(k), r)
+
+
+def test_a_peaked_law_gets_a_larger_cap_than_the_head_tail_design():
+    """The default cap is 1.5x the least-favourable design: for a peaked law about twice the
+    head-tail design (which promised power only against a move into the rare half); for a
+    uniform law the two agree (the control). The report says which basis it used."""
+    from specviz.checks.sequential import SequentialRun, fixed_n_design
+
+    def head_tail(p):
+        return stats.sample_size_for_tv(p, 0.05, alpha=0.01, two_sample=True)
+
+    n_peaked, basis = fixed_n_design([PEAKED], 0.05, 0.01)
+    assert n_peaked > 1.8 * head_tail(PEAKED), (n_peaked, head_tail(PEAKED))
+    assert "least-favourable" in basis
+    # the design is powered against the head-tail move too (an easier one)
+    q = stats.tv_alternative(PEAKED, 0.05)
+    assert stats.power_homogeneity(PEAKED, q, n_peaked, 0.01) >= 0.9
+    uniform = stats.uniform_law(4)
+    assert fixed_n_design([uniform], 0.05, 0.01)[0] == head_tail(uniform)
+    run = SequentialRun(1, 1, alpha=0.01, tv_tolerance=0.05, batch=100)
+    draws = [[min(i % 10, 7) // 7 + (i % 10 == 9)] for i in range(100)]  # 70% / 20% / 10%
+    run.feed([(draws, draws)])
+    rep = run.report(seconds=0.0, compared="x")
+    assert rep.cap == int(np.ceil(1.5 * rep.fixed_n))
+    assert rep.fixed_n > 1.8 * head_tail(np.array([0.7, 0.2, 0.1]))
+    assert "least-favourable" in rep.fixed_n_basis and rep.fixed_n_basis in rep.summary()
+
+
+def test_least_favourable_design_refuses_bad_input():
+    with pytest.raises(ValueError, match="kind must be"):
+        stats.tv_alternative(PEAKED, 0.05, kind="balanced")
+    with pytest.raises(ValueError, match="kind must be"):
+        stats.sample_size_for_tv(PEAKED, 0.05, alternative="nope")
+    with pytest.raises(ValueError, match="larger side"):  # more than the half it moves from
+        stats.tv_alternative(stats.uniform_law(4), 0.6, kind="least-favourable")
+    with pytest.raises(ValueError, match="tv must be > 0"):
+        stats.sample_size_for_tv(PEAKED, 0.0, alternative="least-favourable")
 
 
 def test_bad_input_is_refused_before_any_model_runs():
@@ -245,3 +330,115 @@ def test_sequential_audit_cli_exit_codes(servers, tmp_path, capsys):
         rc = audit_main(base + ["--b", servers["on"]] + seq + bad)
         err = capsys.readouterr().err
         assert rc == 2 and needle in err and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------------------ in-process engines
+
+
+@dataclass
+class _Drafty(Engine):
+    """A fake in-process engine: 3-token continuations from a fixed law per seed, the draft
+    counts of a lossless engine (all accepted) or, with ``reject``, one rejected per request."""
+
+    engine: str = "fake"
+    reject: bool = False
+    shift: float = 0.0
+    loads: int = 0
+
+    def __post_init__(self) -> None:
+        self.sampled_draft = True
+
+    def load(self) -> None:
+        self.loads += 1
+
+    def close(self) -> None:
+        self._loaded = False
+
+    def sample_one(self, prompt, sampling, seed):
+        rng = np.random.default_rng(seed)
+        p = np.array([0.5, 0.3, 0.2]) + np.array([-self.shift, 0, self.shift])
+        toks = (int(rng.choice(3, p=p)), int(10 + rng.integers(0, 3)), 20)
+        return EngineSample(toks[: sampling.max_tokens], 0.001, 2, 1 if self.reject else 2)
+
+
+ENGINE_SEQ = dict(max_tokens=3, tv_tolerance=0.1, batch=50, n_samples=400, progress=False)
+
+
+def test_sequential_engine_audit_flags_the_broken_engine_and_resumes(tmp_path):
+    """specviz's own decoder as an in-process engine: the lossless rule is never flagged, a
+    broken rule is flagged before the cap; the raw file is the fixed-n engine audit's (a
+    sequential rerun replays it, the fixed-n audit reuses it); each arm's engine is freed
+    between batches unless keep_loaded."""
+    plain = "specviz:toy,speculate=0"
+    honest = engine_audit_sequential(plain, "specviz:toy,verifier=lossless", ["ab"], **ENGINE_SEQ)
+    assert not honest.outcome.startswith("inconsistent"), honest.summary()
+    out = tmp_path / "e"
+    broken = engine_audit_sequential(
+        plain, "specviz:toy,verifier=always_accept", ["ab"], out_dir=out, **ENGINE_SEQ
+    )
+    assert broken.outcome == "inconsistent" and broken.samples_per_arm < 400, broken.summary()
+    lines = (out / "raw.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 2 * broken.samples_per_arm
+    again = engine_audit_sequential(
+        plain, "specviz:toy,verifier=always_accept", ["ab"], out_dir=out, **ENGINE_SEQ
+    )
+    assert (again.outcome, again.samples_per_arm) == (broken.outcome, broken.samples_per_arm)
+    assert again.e_value == pytest.approx(broken.e_value)
+    assert len((out / "raw.jsonl").read_text().splitlines()) == len(lines)
+    assert json.loads((out / "summary.json").read_text())["outcome"] == "inconsistent"
+    # reload per batch (the default) or keep both loaded: the same draws, the same verdict
+    used = set()
+    for keep in (False, True):
+        a, b = _Drafty(spec="plain", label="A"), _Drafty(spec="spec", label="B", shift=0.25)
+        rep = engine_audit_sequential(a, b, ["p"], keep_loaded=keep, **ENGINE_SEQ)
+        assert rep.outcome == "inconsistent" and rep.samples_per_arm < 400, rep.summary()
+        loads = 1 if keep else rep.samples_per_arm // 50
+        assert (a.loads, b.loads) == (loads, loads) and loads >= 1
+        used.add((rep.samples_per_arm, rep.e_value))
+    assert len(used) == 1
+
+
+def test_sequential_identity_probe_on_engines(tmp_path):
+    """The in-process identity probe, sequentially: a lossless engine (every drafted token
+    accepted, same law) is not flagged; one rejected draft ends the run inconsistent after the
+    first batch, whatever the e-value says (negative control: the same law, so the e-value
+    alone would not flag it); an engine that does not sample its drafts is refused."""
+    a, b = _Drafty(spec="plain", label="A"), _Drafty(spec="spec", label="B")
+    ok = engine_audit_sequential(a, b, ["p"], identity=True, **ENGINE_SEQ)
+    assert not ok.outcome.startswith("inconsistent"), ok.summary()
+    assert "identity probe: " in ok.compared and "accepted" in ok.compared
+    b.reject = True
+    bad = engine_audit_sequential(a, b, ["p"], identity=True, **ENGINE_SEQ)
+    assert bad.outcome.startswith("inconsistent (identity probe: a draft equal to the target")
+    assert bad.samples_per_arm == 50 and bad.e_value < 100, bad.summary()
+    assert "50/100 drafted tokens accepted" in bad.summary()
+    b.sampled_draft = None
+    with pytest.raises(ValueError, match="samples its drafts"):
+        engine_audit_sequential(a, b, ["p"], identity=True, **ENGINE_SEQ)
+
+
+def test_sequential_audit_cli_with_engines(tmp_path, capsys):
+    base = ["--a", "specviz:toy,speculate=0", "--prompt", "ab", "--max-tokens", "3", "--quiet"]
+    seq = ["--sequential", "--batch", "50", "--n-samples", "400", "--tv-tolerance", "0.1"]
+    out = tmp_path / "cli"
+    argv = base + ["--b", "specviz:toy,verifier=always_accept", "--out", str(out)] + seq
+    assert audit_main(argv) == 1
+    assert "inconsistent after" in capsys.readouterr().out and (out / "report.html").is_file()
+    # the identity probe: B built from A's spec (draft = target); the toy pair's own draft
+    # stands in, so only the refusals are checked here
+    for argv, needle in (
+        (
+            ["--a", "http://127.0.0.1:1", "--b", "http://127.0.0.1:2", "--prompt", "x"]
+            + ["--identity-probe"]
+            + seq,
+            "acceptance check runs at temperature 0",
+        ),
+        (base + ["--b", "specviz:toy", "--keep-loaded"], "--keep-loaded is for --sequential"),
+        (
+            base + ["--b", "specviz:toy,speculate=0", "--identity-probe"] + seq,
+            "samples its drafts",
+        ),
+    ):
+        assert audit_main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, err

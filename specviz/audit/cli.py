@@ -28,7 +28,12 @@ An interrupted audit (Ctrl-C) exits 130; rerunning the same command resumes it.
 ``--sequential`` (:mod:`specviz.audit.sequential`) samples ``--batch`` completions per prompt
 and arm at a time and stops at the first of: inconsistent (exit 1), equivalent within
 ``--tv-tolerance`` (exit 0), the cap ``--n-samples`` (default 1.5x the fixed-n design for the
-tolerance; inconclusive, exit 3). It runs no greedy report and no load sweep.
+tolerance; inconclusive, exit 3). It runs no greedy report and no load sweep. It works with
+two HTTP servers and with in-process engines (each arm's engine loaded per batch and freed,
+or both kept loaded with ``--keep-loaded``); with engines, ``--identity-probe`` checks B's
+acceptance after every batch (a rejected draft equal to the target: inconsistent). With HTTP
+servers the identity probe stays refused: its acceptance check runs at temperature 0, in the
+greedy phase a sequential audit does not run.
 """
 
 from __future__ import annotations
@@ -163,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     seq.add_argument("--sequential", action="store_true", help="stop at reject / equivalent / cap")
     seq.add_argument("--tv-tolerance", type=float, default=0.05, help="'equivalent within' TV")
     seq.add_argument("--batch", type=int, default=50, help="completions per check and arm")
+    seq.add_argument(
+        "--keep-loaded",
+        action="store_true",
+        help="in-process engines: keep both arms' engines loaded between batches (saves a "
+        "model load per arm and batch; needs memory for both)",
+    )
     return ap
 
 
@@ -242,11 +253,14 @@ def _settings(args: argparse.Namespace) -> tuple[list[str], dict]:
             raise _UsageError("give --b (or --identity-probe with an engine spec as --a)")
         args.b = identity_spec(args.a)
         engines.append(True)
-    if args.sequential and (args.identity_probe or any(engines)):
+    if args.sequential and args.identity_probe and not all(engines):
         raise _UsageError(
-            "--sequential works with two http(s) servers; it does not combine with "
-            "--identity-probe or in-process engine specs yet"
+            "--identity-probe with --sequential needs in-process engine specs: with http(s) "
+            "servers the probe's acceptance check runs at temperature 0 (the greedy phase), "
+            "which a sequential audit does not run; drop --sequential for the HTTP probe"
         )
+    if args.keep_loaded and not (args.sequential and all(engines)):
+        raise _UsageError("--keep-loaded is for --sequential with in-process engine specs")
     if any(engines) and not all(engines):
         raise _UsageError(
             "--a and --b must both be URLs or both be in-process engine specs (ENGINE:MODEL,...)"
@@ -385,16 +399,33 @@ def _run_engines(ea, eb, cfg, args: argparse.Namespace) -> int:
 
     from .client import AuditError
     from .inprocess import run_engine_audit
+    from .sequential import identity_refusal, run_sequential_engine_audit
 
+    if args.sequential and args.identity_probe and (why := identity_refusal(eb)):
+        return _fail(why)
     try:
-        report = run_engine_audit(
-            ea,
-            eb,
-            replace(cfg, load_levels=()),
-            out_dir=args.out,
-            progress=not args.quiet,
-            identity=args.identity_probe,
-        )
+        if args.sequential:
+            report = run_sequential_engine_audit(
+                ea,
+                eb,
+                replace(cfg, load_levels=(), greedy=False),
+                tv_tolerance=args.tv_tolerance,
+                batch=args.batch,
+                cap=args.n_samples,
+                out_dir=args.out,
+                progress=not args.quiet,
+                identity=args.identity_probe,
+                keep_loaded=args.keep_loaded,
+            )
+        else:
+            report = run_engine_audit(
+                ea,
+                eb,
+                replace(cfg, load_levels=()),
+                out_dir=args.out,
+                progress=not args.quiet,
+                identity=args.identity_probe,
+            )
     except AuditError as err:  # EngineError: not installed, does not convert, crashes
         return _fail(str(err))
     except OSError as err:
@@ -413,7 +444,8 @@ def _run_engines(ea, eb, cfg, args: argparse.Namespace) -> int:
         return _fail("internal error (the traceback above; please report it)")
     print(report.summary())
     print(f"report: {args.out / 'report.html'}  raw results: {args.out / 'raw.jsonl'}")
-    return {"consistent": 0, "inconsistent": 1}.get(report.outcome, 3)
+    codes = {"consistent": 0, "equivalent": 0, "inconsistent": 1}
+    return codes.get(report.outcome.split()[0], 3)
 
 
 if __name__ == "__main__":

@@ -47,11 +47,19 @@ def sequence_views(seqs: Sequence[Sequence[Any]], max_positions: int) -> dict[st
 def fixed_n_design(
     laws: Sequence[np.ndarray], tv_tolerance: float, alpha: float
 ) -> tuple[int, str]:
-    """Samples per arm a fixed-n two-sample Pearson test needs to see a TV of
-    ``tv_tolerance`` with 90% power at ``alpha`` (:func:`specviz.stats.sample_size_for_tv`),
-    for the hardest of ``laws`` (each a view's pooled law); a Zipf law on 10 outcomes when no
-    law has two outcomes. Returns (n, what it was computed for); n is ``MAX_DESIGN`` when the
-    design needs more."""
+    """Samples per arm a fixed-n two-sample Pearson test needs to see *any* TV of
+    ``tv_tolerance`` with 90% power at ``alpha``, for the hardest of ``laws`` (each a view's
+    pooled law); a Zipf law on 10 outcomes when no law has two outcomes. Returns (n, what it
+    was computed for); n is ``MAX_DESIGN`` when the design needs more.
+
+    "Any" TV: the design is powered against the least-favourable difference of that size
+    (:func:`specviz.stats.sample_size_for_tv` with ``alternative="least-favourable"``: mass
+    moved between the two parts of the law whose masses are nearest 1/2), not the head-tail
+    move of the generic power statements. "Equivalent within tau" is a claim about every
+    difference of size tau, and ruling them all out costs about what detecting the hardest one
+    costs, whatever the law's shape; the head-tail design is small for a peaked law (its rare
+    half has little mass, so a move into it is easy to see), and a cap of 1.5x *it* was too
+    short for the equivalence stop (``benchmarks/results/sequential_exact.txt``)."""
     best, what = 0, ""
     for law in laws:
         law = law[law > 0]
@@ -62,17 +70,26 @@ def fixed_n_design(
     if best == 0:
         best = _design(10, tv_tolerance, alpha)
         what = "a Zipf law on 10 outcomes (every view showed a single outcome)"
+    what = f"{FIXED_N_BASIS}, {what}"
     if best >= MAX_DESIGN:
         what += f"; at least {MAX_DESIGN:.0e}"
     return int(best), what
 
 
 MAX_DESIGN = 10**9
+FIXED_N_BASIS = "two-sample Pearson, 90% power against the least-favourable difference"
 
 
 def _design(law: Any, tv: float, alpha: float) -> int:
     try:
-        return stats.sample_size_for_tv(law, tv, alpha=alpha, two_sample=True, max_n=MAX_DESIGN)
+        return stats.sample_size_for_tv(
+            law,
+            tv,
+            alpha=alpha,
+            two_sample=True,
+            max_n=MAX_DESIGN,
+            alternative="least-favourable",
+        )
     except ValueError:  # more than MAX_DESIGN (or no alternative of this size)
         return MAX_DESIGN
 
@@ -109,6 +126,9 @@ class SequentialReport:
     method: str
     seconds: float
     compared: str  # what was compared (the verifier, or the endpoints)
+    # a finding outside the e-value that made the outcome "inconsistent" (the in-process
+    # identity probe: a draft equal to the target was rejected); "" when none
+    finding: str = ""
 
     @property
     def decision(self) -> str:
@@ -120,7 +140,12 @@ class SequentialReport:
         saved = f"a fixed-n design for TV {self.tv_tolerance:g} needs {self.fixed_n:,} per arm"
         ratio = f"{n / self.fixed_n:.2f}x" if self.fixed_n else "n/a"
         head = f"sequential verdict ({self.compared}): "
-        if self.decision == "inconsistent":
+        if self.finding:
+            what = (
+                f"inconsistent after {n:,} samples per arm: {self.finding} (e-value "
+                f"{self.e_value:.3g}, TV upper end {self.tv_upper:.3g})"
+            )
+        elif self.decision == "inconsistent":
             worst = self.views.sort_values("e_value").iloc[-1]
             what = (
                 f"inconsistent after {n:,} samples per arm: e-value {self.e_value:.3g} >= "
@@ -218,7 +243,9 @@ class SequentialRun:
             dict(samples_per_arm=self.n, e_value=self.seq.e_value, tv_upper=self.seq.tv_upper)
         )
 
-    def report(self, *, seconds: float, compared: str) -> SequentialReport:
+    def report(self, *, seconds: float, compared: str, finding: str = "") -> SequentialReport:
+        """The report where the run stopped; ``finding`` (a check outside the e-value failed,
+        e.g. the identity probe's acceptance) makes the outcome ``"inconsistent (finding)"``."""
         import pandas as pd
 
         decision = self.seq.decision
@@ -226,6 +253,8 @@ class SequentialRun:
             "reject": "inconsistent",
             "equivalent": f"equivalent within {self.seq.tv_tolerance:g}",
         }.get(decision, "inconclusive")
+        if finding:
+            outcome = f"inconsistent ({finding})"
         views = [
             dict(
                 prompt=pi,
@@ -252,4 +281,5 @@ class SequentialRun:
             method=stats.sequential_method(self.seq.alpha, self.seq.tv_tolerance),
             seconds=seconds,
             compared=compared,
+            finding=finding,
         )

@@ -64,26 +64,76 @@ def _head_tail(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[:h], order[h:]
 
 
-def tv_alternative(p: Any, tv: float) -> np.ndarray:
-    """The deterministic alternative at TV distance ``tv`` from ``p`` used for power/sample size.
+AlternativeKind = Literal["head-tail", "least-favourable"]
+_EXHAUSTIVE = 16  # outcomes searched exhaustively for the least-favourable split
 
-    Construction: rank outcomes by probability; the top ``ceil(K/2)`` form the head H, the rest
-    the tail T. Remove mass ``tv`` from the head proportionally and add it to the tail
-    proportionally: ``q = p (1 - tv / P(H))`` on H and ``q = p (1 + tv / P(T))`` on T. Then
-    ``TV(p, q) = tv`` exactly and the chi-square distance is
-    ``sum (q - p)^2 / p = tv^2 (1 / P(H) + 1 / P(T))``. This mimics a drafter leaking mass
-    between frequent and rare tokens, spreading the change over many tokens (harder to detect
-    than a change concentrated on one rare token, easier than one between two frequent tokens).
-    Requires ``tv <= P(H)``.
+
+def _balanced_split(p: Any) -> np.ndarray:
+    """The outcomes (indices into ``p``) of the set ``S`` whose mass is nearest 1/2, the side of
+    the split that holds at least half the mass: the split behind the least-favourable
+    alternative of :func:`tv_alternative`.
+
+    For a law whose most probable outcome has mass >= 1/2 it is exactly that outcome. Otherwise
+    every subset of the ``16`` most probable outcomes is tried, each completed by the prefix of
+    the remaining outcomes (most probable first) that brings it nearest 1/2: exact for up to 16
+    outcomes; beyond, ``|P(S) - 1/2|`` exceeds its smallest value by at most half the 17th
+    largest probability (<= 1/34), which changes ``1/P(S) + 1/P(S^c)`` by under 0.4%.
     """
     P = _as_probs(p, "p")
-    head, tail = _head_tail(P)
-    ph, pt = P[head].sum(), P[tail].sum()
+    order = np.argsort(-P, kind="stable")
+    k = min(P.size, _EXHAUSTIVE)
+    top, rest = P[order[:k]], P[order[k:]]
+    masks = ((np.arange(2**k)[:, None] >> np.arange(k)) & 1).astype(bool)
+    s = masks.astype(float) @ top
+    prefix = np.r_[0.0, np.cumsum(rest)]
+    at = np.searchsorted(prefix, 0.5 - s)  # the prefixes just below and above the need
+    hi, lo = np.clip(at, 0, prefix.size - 1), np.clip(at - 1, 0, prefix.size - 1)
+    j = np.where(np.abs(s + prefix[lo] - 0.5) <= np.abs(s + prefix[hi] - 0.5), lo, hi)
+    best = int(np.argmin(np.abs(s + prefix[j] - 0.5)))  # first of ties: deterministic
+    chosen = np.r_[order[:k][masks[best]], order[k : k + int(j[best])]].astype(np.int64)
+    if P[chosen].sum() < 0.5:  # keep the side with at least half the mass
+        chosen = np.setdiff1d(np.arange(P.size), chosen)
+    return np.sort(chosen)
+
+
+def tv_alternative(p: Any, tv: float, *, kind: AlternativeKind = "head-tail") -> np.ndarray:
+    """The deterministic alternative at TV distance ``tv`` from ``p`` used for power/sample size.
+
+    ``kind="head-tail"`` (the default, used by every generic power statement): rank outcomes by
+    probability; the top ``ceil(K/2)`` form the head H, the rest the tail T. Remove mass ``tv``
+    from the head proportionally and add it to the tail proportionally: ``q = p (1 - tv / P(H))``
+    on H and ``q = p (1 + tv / P(T))`` on T. Then ``TV(p, q) = tv`` exactly and the chi-square
+    distance is ``sum (q - p)^2 / p = tv^2 (1 / P(H) + 1 / P(T))``. This mimics a drafter
+    leaking mass between frequent and rare tokens, spreading the change over many tokens (harder
+    to detect than a change concentrated on one rare token, easier than one between two frequent
+    tokens). Requires ``tv <= P(H)``.
+
+    ``kind="least-favourable"``: the same proportional move between ``S`` (from
+    :func:`_balanced_split`, the set of mass nearest 1/2) and the rest. Among *all* laws at TV
+    ``tv`` from ``p`` it has (up to :func:`_balanced_split`'s approximation beyond 16 outcomes)
+    the smallest chi-square distance, ``tv^2 (1 / P(S) + 1 / P(S^c))``: moving mass ``tv`` out
+    of a set ``A`` into its complement costs at least ``tv^2 (1/P(A) + 1/P(A^c))`` (Cauchy-
+    Schwarz, equality for the proportional move), and that is smallest for the ``A`` nearest 1/2.
+    So a design powered against it is powered against every difference of size ``tv`` -- what
+    a claim "equivalent within tv" is about. For a law with one dominant token S is that token
+    and the design is much larger than the head-tail one. Requires ``tv <= P(S)`` (>= 1/2).
+    """
+    P = _as_probs(p, "p")
+    if kind == "head-tail":
+        give, take = _head_tail(P)
+        what = "head mass"
+    elif kind == "least-favourable":
+        give = _balanced_split(P)
+        take = np.setdiff1d(np.arange(P.size), give)
+        what = "mass of the larger side of the balanced split"
+    else:
+        raise ValueError(f"kind must be 'head-tail' or 'least-favourable', got {kind!r}")
+    ph, pt = P[give].sum(), P[take].sum()
     if not 0 <= tv <= ph or pt <= 0:
-        raise ValueError(f"tv must be in [0, {ph:.4g}] for this law (head mass)")
+        raise ValueError(f"tv must be in [0, {ph:.4g}] for this law ({what})")
     q = P.copy()
-    q[head] *= 1.0 - tv / ph
-    q[tail] *= 1.0 + tv / pt
+    q[give] *= 1.0 - tv / ph
+    q[take] *= 1.0 + tv / pt
     return q / q.sum()
 
 
@@ -216,6 +266,7 @@ def sample_size_for_tv(
     method: Method = "pearson",
     min_expected: float = 5.0,
     max_n: int = 10**10,
+    alternative: AlternativeKind = "head-tail",
 ) -> int:
     """Samples needed (per arm when ``two_sample``) to detect a TV-``tv`` perturbation.
 
@@ -238,16 +289,25 @@ def sample_size_for_tv(
     100 the simulated 90%-power n is about 2,350 rather than 2,860; for support 10 analytic and
     simulated agree. The ``1/tv^2`` scaling and the ~2x per-arm cost of the two-sample test
     agree with the notes. Use :func:`simulated_power` to confirm a specific design.
+
+    ``alternative="least-favourable"`` plans against :func:`tv_alternative`'s least-favourable
+    kind instead (the difference of size ``tv`` hardest to see): the design behind the cap of
+    a sequential check that may end "equivalent within tv" (:mod:`specviz.checks.sequential`).
+    For spread laws the two agree; for a law with a dominant outcome it is several times larger.
     """
     p = _null_law(support_size, law, exponent)
     if not 0 < tv:
         raise ValueError("tv must be > 0")
     if not 0 < power < 1 or not 0 < alpha < 1:
         raise ValueError("alpha and power must be in (0, 1)")
-    tv_alternative(p, tv)  # validates that the alternative exists
+    q = tv_alternative(p, tv, kind=alternative)  # validates that the alternative exists
 
     def ok(n: int) -> bool:
-        return _power_at(p, tv, n, alpha, two_sample, method, min_expected) >= power
+        if two_sample:
+            pw = power_homogeneity(p, q, n, alpha, method=method, min_expected=min_expected)
+        else:
+            pw = power_gof(p, q, n, alpha=alpha, method=method, min_expected=min_expected)
+        return pw >= power
 
     return _smallest_n(ok, max_n)
 

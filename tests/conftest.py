@@ -78,6 +78,7 @@ def slow_files_first(queue) -> None:
             queue.move_to_end(scope, last=False)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist still runs
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with :data:`SLOW_FILES_FIRST` at the front of the queue."""
     if config.getoption("dist", None) != "loadfile":

@@ -61,8 +61,8 @@ def adjust_pvalues(
 def _holm(pv: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Holm's step-down, the arithmetic of ``multipletests(method="holm")`` (same sort, same
     products, same clipping; tests/test_stats.py compares the two) without the full
-    ``gc.collect()`` statsmodels runs on every Holm call: ~0.2-0.4 s each in a process holding
-    torch and pandas, two per consistency_check, which made a 200-replicate calibration spend
+    ``gc.collect()`` statsmodels runs on every Holm call: ~0.2 s each in a process holding a
+    model, one per consistency_check report, which made a 200-replicate calibration spend
     ~40% of its time collecting garbage."""
     order = np.argsort(pv)
     sorted_p = np.take(pv, order)

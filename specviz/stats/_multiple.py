@@ -43,7 +43,10 @@ def adjust_pvalues(
         raise ValueError("p-values must be finite and in [0, 1]")
     if method not in ("holm", "fdr_bh"):
         raise ValueError("method must be 'holm' or 'fdr_bh'")
-    reject, adjusted, _, _ = multipletests(pv, alpha=alpha, method=method)
+    if method == "holm":
+        reject, adjusted = _holm(pv, alpha)
+    else:
+        reject, adjusted, _, _ = multipletests(pv, alpha=alpha, method=method)
     return MultipleTestResult(
         reject=tuple(bool(r) for r in reject),
         pvalues_adjusted=tuple(float(x) for x in adjusted),
@@ -53,3 +56,23 @@ def adjust_pvalues(
         pvalues=tuple(float(x) for x in pv),
         labels=labels,
     )
+
+
+def _holm(pv: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's step-down, the arithmetic of ``multipletests(method="holm")`` (same sort, same
+    products, same clipping; tests/test_stats.py compares the two) without the full
+    ``gc.collect()`` statsmodels runs on every Holm call: ~0.2 s each in a process holding a
+    model, one per consistency_check report, which made a 200-replicate calibration spend
+    ~40% of its time collecting garbage."""
+    order = np.argsort(pv)
+    sorted_p = np.take(pv, order)
+    n = len(sorted_p)
+    steps = np.arange(n, 0, -1)
+    notreject = sorted_p > alpha / steps
+    first = np.nonzero(notreject)[0]
+    notreject[(first.min() if first.size else n) :] = True
+    adjusted_sorted = np.maximum.accumulate(sorted_p * steps)
+    adjusted_sorted[adjusted_sorted > 1] = 1
+    reject, adjusted = np.empty_like(notreject), np.empty_like(adjusted_sorted)
+    reject[order], adjusted[order] = ~notreject, adjusted_sorted
+    return reject, adjusted

@@ -15,15 +15,13 @@ import platform
 import tempfile
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from .kernel_report import KernelReport
 from .packed import packing_available
 from .paths import cache_dir
-
-if TYPE_CHECKING:
-    from .kernels import KernelReport
 
 __all__ = ["busy_now", "cache_path", "cpus", "host_fingerprint", "model_name", "read", "write"]
 
@@ -108,8 +106,6 @@ def read(path: Path, host: dict[str, str]) -> KernelReport | None:
             return None
         if payload["host"] != host:
             return None  # another host, boot or torch: the choice may not hold here
-        from .kernels import KernelReport  # the report type lives with its maker
-
         report = KernelReport.from_json(payload["report"])
     except (KeyError, TypeError, ValueError) as err:
         warnings.warn(f"kernel cache {path} is damaged ({err}); measuring again", stacklevel=3)

@@ -4,15 +4,15 @@ rows diverge), or a draft model run batched over the groups token by token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..core.batch_runners import batch_runner
-from ..core.sampling import SamplingParams, logits_to_probs, sample_grouped
+from ..core.sampling import SamplingParams
 from ..drafting.base import Draft, Drafter, TreeDraft
-from ..drafting.modes import DraftStop, check_draft_logits, draft_step
+from ..drafting.model_loop import DraftRows, run_draft
+from ..drafting.modes import DraftStop
 from .inputs import check_draft, check_tree
 from .state import DraftGroup, Group, Row
 from .targets import prefill
@@ -121,7 +121,9 @@ class DrafterGroups(DraftSource):
 class ModelGroups(DraftSource):
     """A draft model run batched over the groups: token by token, every row drawing with
     its own generator; a group forks (its draft-cache row is copied) as soon as its rows'
-    draws differ. ``mode`` is a bug-zoo draft mode; ``stop`` a confidence-stop rule."""
+    draws differ. ``mode`` is a bug-zoo draft mode; ``stop`` a confidence-stop rule. The
+    positions are :func:`~specviz.drafting.model_loop.run_draft`'s, the serial drafter's own
+    loop; this class supplies its model calls (the masked batch cache) and the commit."""
 
     def __init__(self, model: Any, mode: str, name: str, stop: DraftStop | None) -> None:
         self.model = model
@@ -138,17 +140,13 @@ class ModelGroups(DraftSource):
         self.valid = torch.ones(G, 1, dtype=torch.bool)
 
     def draft(self, groups: list[Group], ks: list[int], vocab: int | None) -> list[DraftGroup]:
-        G, width = len(groups), max(ks)
-        b = _DraftRows([list(g.rows) for g in groups], list(ks), list(range(G)), [False] * G,
-                       torch.zeros(G, max(width, 0), dtype=torch.long), [[] for _ in range(G)])  # fmt: skip
+        width = max(ks)
+        b = DraftRows([list(g.rows) for g in groups], list(ks))
         self.cols: list[int] = []  # physical draft-cache columns of x_1..x_{width-1}
         self.caught_up = width > 0  # a plain step leaves the draft behind (caught up later)
         if self.caught_up:
             logits = self.runner.extend(self.pending, self.valid, 1)[:, -1]  # [G, V]
-        for i in range(width):
-            if i >= max(b.ks):  # every group stopped drafting
-                break
-            logits = self._position(b, i, logits)
+            run_draft(self, b, logits, self.params, mode=self.mode, stop=self.stop, name=self.name)
         self.ks, self.fed_last, self._drafts = b.ks, b.fed_last, b.drafts
         out = []
         for c, k in enumerate(b.ks):
@@ -158,59 +156,14 @@ class ModelGroups(DraftSource):
             out.append(dg)
         return out
 
-    def _position(self, b: _DraftRows, i: int, logits: torch.Tensor) -> torch.Tensor:
-        """Draft position ``i`` of every group ([G, V] logits): the stop rule, every row's
-        draw, the forks where rows drew differently; returns the next position's logits."""
-        check_draft_logits(logits, self.name)
-        params = self.params
-        q_all = logits_to_probs(logits, params) if self.mode == "exact" else None
-        halt = None if self.stop is None else self.stop.stops(i, logits, params, q_all)
-        if halt is not None:  # [G]: the serial drafter's rule, per group, before the draw
-            for p in halt.nonzero().view(-1).tolist():
-                if i < b.ks[p]:
-                    b.ks[p] = i
-                    b.fed_last[p] = i > 0  # the draft has already been fed its last token
-        split, q_of = self._draw(b, i, logits, q_all)
-        parents = [p for p, _ in split]
-        if parents != list(range(len(b.ks))):  # fork groups whose rows drew different tokens
-            idx = torch.tensor(parents, dtype=torch.long)
-            self.runner.select(idx)
-            self.pending, self.valid = self.pending[idx], self.valid[idx]
-            b.fork(parents)
-            logits = logits[idx]
-        b.members = list(split.values())
-        for c, (p, tok) in enumerate(split):
-            if tok >= 0:
-                b.drafts[c, i] = tok
-                b.qs[c].append(q_of[(p, tok)])
-        if i + 1 >= max(b.ks):
-            return logits
-        feed_valid = torch.tensor([i + 1 < k for k in b.ks]).view(len(b.ks), 1)
+    # the model calls of the one draft loop (drafting.model_loop.DraftFeed)
+    def feed(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         self.cols.append(self.runner.mask.shape[1])
-        return self.runner.extend(b.drafts[:, i : i + 1], feed_valid, 1)[:, -1]
+        return self.runner.extend(tokens, valid, 1)[:, -1]
 
-    def _draw(self, b: _DraftRows, i: int, logits: torch.Tensor, q_all: torch.Tensor | None):
-        """Every drawing row's token at position ``i``: ``(group, token) -> rows`` in group
-        order (token -1: the group stopped) and the q_draft of each (group, token)."""
-        rows = [(p, r) for p, k in enumerate(b.ks) if i < k for r in b.members[p]]
-        if q_all is not None:  # every drawing row at once, from its group's q
-            owner = [p for p, _ in rows]
-            toks = _sample_rows(q_all, [r.generator for _, r in rows], self.params.is_greedy, owner)
-            drawn = [(p, r, t, q_all[p]) for (p, r), t in zip(rows, toks, strict=True)]
-        else:  # the bug zoo's misbehaving drafts, row by row
-            drawn = []
-            for p, r in rows:
-                tok, q = draft_step(logits[p], self.params, self.mode, r.generator)
-                drawn.append((p, r, int(tok), q))
-        split: dict[tuple[int, int], list[Row]] = {}  # (parent, token) -> rows
-        q_of: dict[tuple[int, int], torch.Tensor] = {}
-        for p, k in enumerate(b.ks):
-            if i >= k:
-                split[(p, -1)] = b.members[p]
-        for p, r, tok, q in drawn:
-            split.setdefault((p, int(tok)), []).append(r)
-            q_of[(p, int(tok))] = q
-        return dict(sorted(split.items(), key=lambda kv: kv[0])), q_of  # children in parent order
+    def fork(self, parents: torch.Tensor) -> None:
+        self.runner.select(parents)
+        self.pending, self.valid = self.pending[parents], self.valid[parents]
 
     def commit(self, groups: list[Group], plan: list[tuple[int, int, int, int]]) -> None:
         run = self.runner
@@ -240,27 +193,6 @@ class ModelGroups(DraftSource):
             run.trim()
 
 
-@dataclass(eq=False)
-class _DraftRows:
-    """The physical draft rows of one :meth:`ModelGroups.draft` call (they fork as rows'
-    draws differ): their rows, drafts wanted, original group, and what they drew."""
-
-    members: list[list[Row]]
-    ks: list[int]
-    origin: list[int]  # group each physical draft row came from
-    fed_last: list[bool]  # a confidence stop already fed the draft its last token
-    drafts: torch.Tensor  # [G, width]
-    qs: list[list[torch.Tensor]]
-
-    def fork(self, parents: list[int]) -> None:
-        idx = torch.tensor(parents, dtype=torch.long)
-        self.drafts = self.drafts[idx]
-        self.qs = [list(self.qs[p]) for p in parents]
-        self.ks = [self.ks[p] for p in parents]
-        self.fed_last = [self.fed_last[p] for p in parents]
-        self.origin = [self.origin[p] for p in parents]
-
-
 def _draft_key(prop: Draft | TreeDraft) -> tuple:
     if isinstance(prop, TreeDraft):
         return ("tree", tuple(prop.tokens.tolist()), tuple(prop.parents.tolist()))
@@ -270,20 +202,3 @@ def _draft_key(prop: Draft | TreeDraft) -> tuple:
 def _draft_group(parent: int, rows: list[Row], prop: Draft | TreeDraft) -> DraftGroup:
     tree = prop if isinstance(prop, TreeDraft) else None
     return DraftGroup(parent, rows, prop.tokens, prop.q_draft, tree, None if tree else prop)
-
-
-def _sample_rows(
-    probs: torch.Tensor, gens: list[torch.Generator], greedy: bool, owner: list[int] | None = None
-) -> list[int]:
-    """One token per row, row r drawing from ``probs[owner[r]]`` ([M, V]; ``owner`` None:
-    row r from ``probs[r]``) with one uniform from its own generator (the draw ``sample``
-    would make); each law's CDF is built once however many rows draw from it."""
-    if not gens:
-        return []
-    idx = torch.tensor(owner if owner is not None else range(len(gens)), dtype=torch.long)
-    if greedy:
-        return probs.argmax(-1)[idx.to(probs.device)].tolist()
-    u = torch.stack(
-        [torch.rand((), generator=g, device=g.device, dtype=torch.float64) for g in gens]
-    )
-    return sample_grouped(probs, idx, u.to(probs.device)).tolist()

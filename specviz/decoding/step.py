@@ -39,9 +39,10 @@ import torch
 from ..core.sampling import SamplingParams, logits_to_probs
 from ..core.trace import Step
 from ..drafting.base import Draft, TreeDraft
+from ..drafting.model_loop import sample_rows
 from ..drafting.policies import GammaPolicy
 from ..verification.base import VERIFIERS, Verdict, VerifierSpec
-from .drafts import DraftSource, _sample_rows
+from .drafts import DraftSource
 from .inputs import check_count, check_draft, check_target_logits
 from .records import _positions, _tree_nodes, rank_stats
 from .state import DraftGroup, Group, Row
@@ -337,7 +338,7 @@ class Decoder:
         k = dg.tokens.numel()
         p = p_all[di, : k + 1]  # [k+1, V]
         if k == 0 and len(dg.rows) > 1:  # a plain step: every rule samples p[0]
-            toks = _sample_rows(
+            toks = sample_rows(
                 p[:1],
                 [r.generator for r in dg.rows],
                 self.params.is_greedy or self.logits_suffice,

@@ -2,8 +2,9 @@
 policies that decide how many.
 
 ``base`` (the contract), ``model`` (an independent model, early exit), ``lookup`` (prompt
-lookup), ``suffix`` (suffix matching), ``heads`` (the EAGLE-style head), ``modes`` (how a model
-draft misbehaves for the bug zoo), ``policies`` (gamma policies).
+lookup), ``suffix`` (suffix matching), ``heads`` (the EAGLE-style head), ``model_loop`` (the one
+loop that runs a draft model for k steps, serial or batched), ``modes`` (how a model draft
+misbehaves for the bug zoo), ``policies`` (gamma policies).
 """
 
 from .base import SAMPLINGS, Draft, Drafter, TreeDraft

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -11,7 +12,8 @@ from ..core.args import check_int, check_real
 from ..core.runners import LMRunner, as_runner, vocab_size_of
 from ..core.sampling import SamplingParams
 from .base import Draft, Drafter, ForeignDrafter
-from .modes import DRAFT_MODES, DraftStop, check_draft_logits, draft_step
+from .model_loop import DraftRows, run_draft
+from .modes import DRAFT_MODES, DraftStop
 
 __all__ = [
     "ModelDrafter",
@@ -26,7 +28,9 @@ class ModelDrafter(Drafter):
     """Drafts with an independent causal LM that shares the target's tokenizer.
 
     Keeps its own KV cache. Rollback is automatic: before drafting it compares the tokens
-    it has cached with the context and crops to their common prefix.
+    it has cached with the context and crops to their common prefix. A proposal is the one
+    draft loop of every model draft (:func:`~specviz.drafting.model_loop.run_draft`), run as a
+    batch of one group of one row over this single-sequence runner.
     """
 
     def __init__(
@@ -83,27 +87,42 @@ class ModelDrafter(Drafter):
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, k: int, generator: torch.Generator) -> Draft:
         pending = self._sync(context)
-        logits = self.runner.extend(pending, 1)[-1]  # [V]
-        tokens, qs = [], []
-        for i in range(k):
-            check_draft_logits(logits, self.name)
-            halt = None if self.stop is None else self.stop.stops(i, logits, self.params)
-            if halt is not None and bool(halt):  # one host sync per token, inherent to the rule
-                self.stopped_early += 1
-                break
-            # tokens stay on the model's device inside the loop: no host sync per draft token
-            tok, q = draft_step(logits, self.params, self.mode, generator)
-            tokens.append(tok)
-            qs.append(q)
-            if i + 1 < k:
-                logits = self.runner.extend(tok.view(1), 1)[-1]
-        if not tokens:
+        logits = self.runner.extend(pending, 1)[-1:]  # [1, V]
+        # a batch of one group of one row: the loop every model draft runs (model_loop)
+        b = DraftRows([[_Sequence(generator)]], [k])
+        run_draft(_OneSequence(self.runner), b, logits, self.params,
+                  mode=self.mode, stop=self.stop, name=self.name)  # fmt: skip
+        n = b.ks[0]
+        if n < k:
+            self.stopped_early += 1
+        if n <= 0:
             self._fed = torch.cat([self._fed, pending.cpu()])
             return Draft(torch.empty(0, dtype=torch.long))
-        drafted = torch.stack(tokens).cpu()  # [n], the one host sync of this draft
+        drafted = b.drafts[0, :n].clone()  # [n]
         # the runner has seen pending and every draft token but the k-th (a stop comes first)
         self._fed = torch.cat([self._fed, pending.cpu(), drafted[: k - 1]])
-        return Draft(drafted, torch.stack(qs))
+        return Draft(drafted, torch.stack(b.qs[0]))
+
+
+@dataclass(frozen=True)
+class _Sequence:
+    """The one row of a serial draft: what the loop reads of a row."""
+
+    generator: torch.Generator
+
+
+class _OneSequence:
+    """:class:`~specviz.drafting.model_loop.DraftFeed` over a single-sequence runner (crop
+    rollback, static or compiled cache, no attention mask): one group, never forked."""
+
+    def __init__(self, runner: LMRunner) -> None:
+        self.runner = runner
+
+    def feed(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        return self.runner.extend(tokens.view(1), 1)  # [1, V]; a one-row feed has no hole
+
+    def fork(self, parents: torch.Tensor) -> None:
+        raise RuntimeError("a draft of one row cannot fork")
 
 
 class ConfidenceStopDrafter(ModelDrafter):

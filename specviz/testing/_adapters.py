@@ -27,7 +27,6 @@ Upstream functions mirrored (signatures read from their sources, 2026):
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -37,7 +36,7 @@ import torch
 
 from ._cases import Case
 
-__all__ = ["Adapter", "Emitted", "Rows", "get_adapter"]
+__all__ = ["Adapter", "Emitted", "Rows"]
 
 #: Per row: [(target row index, token), ...] in emission order.
 Emitted = list[list[tuple[int, int]]]
@@ -335,20 +334,3 @@ class VllmAdapter(Adapter):
         tokens = parse_padded(out, ks, V, "rejection_sample output")
         # a bonus token only where every draft was kept; the law is checked at that position
         return [chain_emitted(t) for t in tokens], 0
-
-
-def get_adapter(signature: str) -> Adapter:
-    """The adapter of a pinned signature name."""
-    from ._adapters_batch import FlashInferAdapter, SglangTreeAdapter, TrtllmAdapter
-
-    table: dict[str, Callable[[], Adapter]] = {
-        "transformers": TransformersAdapter,
-        "vllm": VllmAdapter,
-        "flashinfer": FlashInferAdapter,
-        "trtllm": TrtllmAdapter,
-        "sglang_tree": SglangTreeAdapter,
-        "specviz": SpecvizAdapter,
-    }
-    if signature not in table:
-        raise ValueError(f"unknown signature {signature!r}; choose from {sorted(table)}")
-    return table[signature]()

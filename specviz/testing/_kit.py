@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._adapters import get_adapter
 from ._cases import FAMILIES, Case, Plan, check_law_rows, family_plan
 from ._report import ConformanceReport
 from ._run import planned_tests, run_plan, test_family
 from ._shrink import shrink
+from ._signatures import get_adapter
 
 __all__ = ["CALIBRATION", "SIGNATURES", "assert_lossless", "check_case", "check_sampler"]
 

@@ -19,8 +19,8 @@ import torch
 
 __all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner", "batch_threads", "tree_ancestry"]
 
-# A model call on at least this many tokens (rows x columns) runs on every thread the kernel
-# choice was allowed to use (see batch_threads).
+# A model call on at least this many tokens (rows x columns) runs at the thread count measured
+# for batched calls (see batch_threads).
 BATCH_THREAD_TOKENS = 32
 
 
@@ -234,7 +234,7 @@ class BatchRunner:
         mask4 = torch.cat([past, anc], dim=2)[:, None]  # [B, 1, m, L + m], True = attend
         self.mask = torch.cat([self.mask, valid], dim=1)
         m_ = self.model
-        with torch.inference_mode(), _sdpa_gqa(self.device, m):
+        with torch.inference_mode():
             if return_hidden:
                 base = m_.get_decoder() if hasattr(m_, "get_decoder") else m_.model
                 out = base(input_ids=tokens, attention_mask=mask4, position_ids=positions,

@@ -12,7 +12,9 @@ row), and every row of a step is verified and sampled at once (one CDF per disti
 
 Measured in the same run: the share of the CPU time spent inside the model's forward passes
 (target and draft; the rest is the engine, the sampling and the statistics), the kernels and
-threads in force (``specviz.perf.kernel_report``) and the load average while it ran.
+threads in force (``specviz.perf.kernel_report``; big batched calls may run at another,
+measured count: ``specviz.core.batch_runners.batch_threads``) and the load average while it
+ran.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 import torch
 
 from specviz.checks import consistency_check
+from specviz.core.batch_runners import batch_threads
 from specviz.drafting import early_exit_model
 from specviz.models import load_model, load_tokenizer
 from specviz.perf import kernel_report
@@ -72,10 +75,12 @@ def main() -> None:
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(report.summary())
     in_model = inner[0] + head[0]
+    big = batch_threads(model, 10**6) or torch.get_num_threads()  # the choice already made
     print(
         f"consistency_check: {args.n} samples per arm x {args.tokens} tokens in {seconds:.0f} s "
         f"wall ({seconds / 180:.2f} of the 180 s bar), {cpu:.0f} s CPU on "
-        f"{torch.get_num_threads()} torch threads; model forward passes {in_model / cpu:.0%} of "
+        f"{torch.get_num_threads()} torch threads ({big} in batched calls of >= 32 tokens); "
+        f"model forward passes {in_model / cpu:.0%} of "
         f"the CPU time; batch size {args.batch_size}; load average {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores"
     )

@@ -9,11 +9,125 @@ trailing columns that are holes in every row; :meth:`select` forks or drops rows
 
 from __future__ import annotations
 
+import contextlib
+import os
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner", "tree_ancestry"]
+__all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner", "batch_threads", "tree_ancestry"]
+
+# A model call on at least this many tokens (rows x columns) runs at the thread count measured
+# for batched calls (see batch_threads).
+BATCH_THREAD_TOKENS = 32
+
+
+def batch_threads(model: Any, tokens: int) -> int | None:
+    """The torch thread count for one batched call of ``model`` on ``tokens`` tokens, or None
+    (leave the current count).
+
+    :func:`specviz.use_fastest_kernels` times batch-one shapes (a decode step, a gamma + 1
+    verify pass) and sets the process's thread count to the faster: on 2 cores that is often
+    one thread, because a 1-token matmul is too small to split. A call on
+    ``BATCH_THREAD_TOKENS`` tokens or more multiplies matrices of that many rows, where more
+    threads usually pay -- on a quiet host; on a busy one a second thread spin-waits for a
+    descheduled partner (measured: 4x the CPU time for the same wall time). So the count for
+    such calls is measured too, once per model and process: a decoder layer on a
+    128-token batch, at the current count and at the largest count the kernel choice timed
+    (never above the count in force when it measured), in interleaved rounds; more threads
+    only when >= 20% faster. Thread counts change how oneDNN splits a matmul, so the logits
+    (and a fixed seed's samples, in rare near-ties) may differ in the last bits between the
+    two choices, as between packed and stock kernels.
+    """
+    if tokens < BATCH_THREAD_TOKENS:
+        return None
+    from .kernels import kernel_report  # lazy: kernels imports the runners
+
+    report = kernel_report(model) or kernel_report()
+    if report is None or not report.timings:
+        return None
+    now = torch.get_num_threads()
+    cap = max(t.threads for t in report.timings)
+    if cap <= now:
+        return None
+    layer = _first_layer(model)
+    if layer is None:
+        return None
+    key = (now, cap)
+    chosen = _BATCH_CHOICE.setdefault(layer, {})
+    if key not in chosen:
+        chosen[key] = _time_threads(model, layer, now, cap)
+    n = chosen[key]
+    return n if n != now else None
+
+
+_BATCH_CHOICE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _first_layer(model: Any) -> Any:
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    return layers[0] if layers is not None and len(layers) else None
+
+
+def _time_threads(model: Any, layer: Any, now: int, cap: int, rounds: int = 5) -> int:
+    """The faster of ``now`` and ``cap`` threads for ``layer``'s MLP on 128 tokens."""
+    import time
+
+    mlp = getattr(layer, "mlp", layer)
+    hidden = int(getattr(model.config, "hidden_size", 0) or 0)
+    if not hidden:
+        return now
+    p = next(model.parameters())
+    x = torch.randn(1, 128, hidden, generator=torch.Generator().manual_seed(0)).to(p)
+    seconds: dict[int, list[float]] = {now: [], cap: []}
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for n in (now, cap):
+                with _threads(n):
+                    mlp(x)  # warm the pool at this count
+                    t0 = time.perf_counter()
+                    mlp(x)
+                    seconds[n].append(time.perf_counter() - t0)
+    med = {n: sorted(v)[len(v) // 2] for n, v in seconds.items()}
+    return cap if med[cap] * 1.2 < med[now] else now
+
+
+_GQA_ENV = "TRANSFORMERS_SDPA_FORCE_GQA"
+
+
+@contextlib.contextmanager
+def _sdpa_gqa(device: torch.device, columns: int) -> Iterator[None]:
+    """On CPU, let SDPA read grouped-query K/V heads in place (``enable_gqa``) instead of
+    transformers' ``repeat_kv``, which copies every layer's whole cache n_rep times per call
+    (SmolLM2: 3x; measured 6% of a consistency check's CPU time). transformers takes that path
+    only without a mask, which the masked batch cache always has. Only for calls of several
+    columns: there the CPU kernel gives the same bits either way (``tests/test_batch_gqa.py``
+    compares the logits); a one-column call already avoids the copy (transformers packs the
+    query heads instead), and switching it would change the logits in the last bits. Not on
+    CUDA, where a mask with ``enable_gqa`` falls back to the math kernel."""
+    if columns < 2 or device.type != "cpu" or os.environ.get(_GQA_ENV) is not None:
+        yield
+        return
+    os.environ[_GQA_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_GQA_ENV, None)
+
+
+@contextlib.contextmanager
+def _threads(n: int | None) -> Iterator[None]:
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class BatchRunner:
@@ -47,7 +161,8 @@ class BatchRunner:
         before = self.mask.sum(1, keepdim=True)  # [B, 1] valid tokens so far
         positions = (before + valid.long().cumsum(1) - 1).clamp_min(0)  # [B, m]
         self.mask = torch.cat([self.mask, valid], dim=1)
-        with torch.inference_mode():
+        threads = batch_threads(self.model, tokens.numel())
+        with torch.inference_mode(), _threads(threads), _sdpa_gqa(self.device, tokens.shape[1]):
             if return_hidden:
                 return self._forward_hidden(tokens, positions, num_logits)
             return self._forward(tokens, positions, num_logits)
@@ -147,7 +262,7 @@ class BatchRunner:
         batch = self.mask.shape[0]
         ids = prompt.view(1, -1).to(self.device)
         hidden = None
-        with torch.inference_mode():
+        with torch.inference_mode(), _sdpa_gqa(self.device, ids.shape[1]):
             if return_hidden:
                 base = (
                     self.model.get_decoder()

@@ -351,14 +351,18 @@ class Decoder:
 
     def _record(self, rec: list[tuple[Row, int, int, int]], p_all: torch.Tensor) -> None:
         """p(token) and the probability mass ranked above it, for every committed token at
-        once: log-probabilities and the randomized PIT need nothing else."""
-        rows = torch.tensor([di for _, di, _, _ in rec])
-        pos = torch.tensor([j for _, _, j, _ in rec])
-        probs = p_all[rows.to(p_all.device), pos.to(p_all.device)]  # [c, V]
-        pxs, aboves = rank_stats(probs, torch.tensor([t for *_, t in rec]))
-        for (r, *_), px, ab in zip(rec, pxs, aboves, strict=True):
-            r.probs.append(px)
-            r.above.append(ab)
+        once: log-probabilities and the randomized PIT need nothing else. Rows that took the
+        same token from the same law share one V-sized computation (the rows of a group)."""
+        index: dict[tuple[int, int, int], int] = {}
+        slot = [index.setdefault((di, j, t), len(index)) for _, di, j, t in rec]
+        keys = list(index)
+        rows = torch.tensor([di for di, _, _ in keys])
+        pos = torch.tensor([j for _, j, _ in keys])
+        probs = p_all[rows.to(p_all.device), pos.to(p_all.device)]  # [distinct, V]
+        pxs, aboves = rank_stats(probs, torch.tensor([t for *_, t in keys]))
+        for (r, *_), s in zip(rec, slot, strict=True):
+            r.probs.append(pxs[s])
+            r.above.append(aboves[s])
 
 
 @dataclass(eq=False)

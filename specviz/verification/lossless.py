@@ -224,11 +224,14 @@ def _laws(drafts, p_target: torch.Tensor, ks: list[int], keys: list[tuple[int, i
                 q[n].to(dev) if q is not None else _point_mass(t[n : n + 1], V, p_target)[0]
             )
         rows = torch.tensor(rejected, device=dev)
-        residual = torch.clamp(laws[rows] - torch.stack(q_rows), min=0.0)
+        p_rows = laws[rows]  # one gather of the rejected laws' p, used twice
+        residual = torch.clamp(p_rows - torch.stack(q_rows), min=0.0)
         # A rejection implies p(x) < q(x), so the residual has mass; only rounding can empty
         # it (p == q up to float error), and then p itself is the right limit.
         keep = residual.amax(-1) > 0
-        laws[rows] = torch.where(keep.unsqueeze(-1), residual, laws[rows])
+        if not bool(keep.all()):
+            residual = torch.where(keep.unsqueeze(-1), residual, p_rows)
+        laws[rows] = residual
     return laws, rejected
 
 

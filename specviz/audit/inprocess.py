@@ -170,6 +170,20 @@ def _speeds(raw: _Raw) -> dict[str, float]:
     return out
 
 
+def _open_engine_raw(
+    a: Engine, b: Engine, cfg: AuditConfig, out_dir: str | Path | None
+) -> tuple[tuple[Any, Any], Path | None, _Raw]:
+    """The two arms' references (B labelled apart when both are the same engine), the output
+    folder and the raw file under the sampling key: one for the fixed-n and the sequential
+    engine audits, so either one resumes the other."""
+    refs = (a.ref(), b.ref())
+    if refs[0].name == refs[1].name:
+        b.label = b.name + " (B)"
+        refs = (a.ref(), b.ref())
+    out = Path(out_dir) if out_dir is not None else None
+    return refs, out, _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(*refs))
+
+
 def run_engine_audit(
     a: Engine,
     b: Engine,
@@ -183,12 +197,7 @@ def run_engine_audit(
     """Audit in-process engine ``b`` against ``a`` (see the module docstring). ``identity``:
     ``b`` is ``a`` with the target as its own draft, so its acceptance must be exactly 1."""
     t0 = time.perf_counter()
-    refs = (a.ref(), b.ref())
-    if refs[0].name == refs[1].name:
-        b.label = b.name + " (B)"
-        refs = (a.ref(), b.ref())
-    out = Path(out_dir) if out_dir is not None else None
-    raw = _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(*refs))
+    refs, out, raw = _open_engine_raw(a, b, cfg, out_dir)
     counters = _Counters()
     for arm, engine in zip(ARMS, (a, b), strict=True):
         try:

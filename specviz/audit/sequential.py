@@ -168,7 +168,7 @@ def run_sequential_engine_audit(
     (:class:`~specviz.audit.engines.Engine` objects; see the module docstring). ``identity``:
     ``b`` is ``a`` with the target as its own draft, so every drafted token must be accepted
     (checked after each batch where ``b`` samples its drafts and reports its counts)."""
-    from .inprocess import _sample_arm
+    from .inprocess import _open_engine_raw, _sample_arm
 
     stats.check_sequential_settings(
         alpha=cfg.alpha, tv_tolerance=tv_tolerance, cap=cap, batch=batch
@@ -176,13 +176,7 @@ def run_sequential_engine_audit(
     if identity and (why := identity_refusal(b)):
         raise ValueError(why)
     t0 = time.perf_counter()
-    refs = (a.ref(), b.ref())
-    if refs[0].name == refs[1].name:
-        b.label = b.name + " (B)"
-        refs = (a.ref(), b.ref())
-    out = Path(out_dir) if out_dir is not None else None
-    # the fixed-n engine audit's raw file and key: either one resumes the other
-    raw = _Raw.open(out / "raw.jsonl" if out else None, cfg.sampling_key(*refs))
+    _refs, out, raw = _open_engine_raw(a, b, cfg, out_dir)
     run = SequentialRun(
         len(cfg.prompts),
         cfg.max_tokens,

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from .threads import torch_threads
+
 __all__ = ["BatchRunner", "ToyBatchRunner", "batch_runner", "batch_threads", "tree_ancestry"]
 
 # A model call on at least this many tokens (rows x columns) runs at the thread count measured
@@ -85,7 +87,7 @@ def _time_threads(model: Any, layer: Any, now: int, cap: int, rounds: int = 5) -
     with torch.inference_mode():
         for _ in range(rounds):
             for n in (now, cap):
-                with _threads(n):
+                with torch_threads(n):
                     mlp(x)  # warm the pool at this count
                     t0 = time.perf_counter()
                     mlp(x)
@@ -115,19 +117,6 @@ def _sdpa_gqa(device: torch.device, columns: int) -> Iterator[None]:
         yield
     finally:
         os.environ.pop(_GQA_ENV, None)
-
-
-@contextlib.contextmanager
-def _threads(n: int | None) -> Iterator[None]:
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class BatchRunner:
@@ -162,7 +151,11 @@ class BatchRunner:
         positions = (before + valid.long().cumsum(1) - 1).clamp_min(0)  # [B, m]
         self.mask = torch.cat([self.mask, valid], dim=1)
         threads = batch_threads(self.model, tokens.numel())
-        with torch.inference_mode(), _threads(threads), _sdpa_gqa(self.device, tokens.shape[1]):
+        with (
+            torch.inference_mode(),
+            torch_threads(threads),
+            _sdpa_gqa(self.device, tokens.shape[1]),
+        ):
             if return_hidden:
                 return self._forward_hidden(tokens, positions, num_logits)
             return self._forward(tokens, positions, num_logits)

@@ -29,7 +29,6 @@ import os
 import statistics
 import time
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -46,6 +45,7 @@ from .packed import (
     stock_linears,
     use_packed_weights,
 )
+from .threads import torch_threads
 
 __all__ = [
     "KERNEL_MODES",
@@ -226,18 +226,6 @@ def _thread_counts(threads: bool | int, cap: int) -> tuple[int, ...]:
     raise ValueError(f"threads must be True, False or an integer >= 1, got {threads!r}")
 
 
-@contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    if n != before:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
-
-
 def _measure(
     model: Any,
     name: str,
@@ -310,7 +298,7 @@ def _time_rounds(
         shift = max(r, 0) % len(variants)
         for kernels, t in variants[shift:] + variants[:shift]:
             pause = stock_linears(model) if kernels == "stock" else contextlib.nullcontext()
-            with pause, _threads(t):
+            with pause, torch_threads(t):
                 for shape, feed in feeds.items():
                     t0 = time.perf_counter()
                     runner.extend(feed, feed.numel())

@@ -229,9 +229,7 @@ def _laws(drafts, p_target: torch.Tensor, ks: list[int], keys: list[tuple[int, i
         # A rejection implies p(x) < q(x), so the residual has mass; only rounding can empty
         # it (p == q up to float error), and then p itself is the right limit.
         keep = residual.amax(-1) > 0
-        if not bool(keep.all()):
-            residual = torch.where(keep.unsqueeze(-1), residual, p_rows)
-        laws[rows] = residual
+        laws[rows] = torch.where(keep.unsqueeze(-1), residual, p_rows)  # no host sync
     return laws, rejected
 
 

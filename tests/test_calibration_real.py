@@ -13,7 +13,7 @@ False-positive rates, stated per test:
 * the negative controls must fail: a broken verifier through the same harness comes out
   uncalibrated, and the raw per-arm log-probabilities (what the report used before) reject
   a correct sampler at the check's alpha = 0.01 (how far below depends on the kernels: the
-  arms' float drift is what splits the atoms; p 2e-48 with SDPA in both arms, 2e-4 since
+  arms' float drift is what splits the atoms; p 2e-7 with SDPA in both arms, 2e-4 since
   the batched verify attends with two matmuls);
 * the bug zoo at its stated size on this pair: >= 15 of 20 seeded replicates reject at
   alpha = 0.01 (a true 90% power falls below 15/20 with probability 1.1%).

@@ -1,6 +1,6 @@
 """How long does consistency_check take on SmolLM2-135M? (issue 30's bar: <= 180 s)
 
-    .venv/bin/python benchmarks/consistency_speed.py [--n 5000] [--tokens 8] [--layers 4]
+    .venv/bin/python benchmarks/consistency_speed.py [--n 5000] [--tokens 8] [--layers 4] [--dtype bfloat16]
 
 Samples --n continuations of --tokens tokens per arm (speculative and standard) for one
 prompt, with the target's own first --layers layers as the draft (early exit, no second
@@ -51,9 +51,15 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--gamma", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=500)
+    ap.add_argument("--batch-size", type=int, default=1000)
+    ap.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the model's weights and compute (SmolLM2 was released in bfloat16)",
+    )
     args = ap.parse_args()
-    model = load_model("smollm2-135m")
+    model = load_model("smollm2-135m", dtype=getattr(torch, args.dtype))
     tok = load_tokenizer("smollm2-135m")
     print(kernel_report(model) or "kernels: not chosen (CPU float model expected)", flush=True)
     draft = early_exit_model(model, args.layers)
@@ -81,7 +87,7 @@ def main() -> None:
         f"wall ({seconds / 180:.2f} of the 180 s bar), {cpu:.0f} s CPU on "
         f"{torch.get_num_threads()} torch threads ({big} in batched calls of >= 32 tokens); "
         f"model forward passes {in_model / cpu:.0%} of "
-        f"the CPU time; batch size {args.batch_size}; load average {os.getloadavg()[0]:.1f} on "
+        f"the CPU time; {args.dtype}; batch size {args.batch_size}; load average {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores"
     )
 

@@ -12,10 +12,18 @@ import specviz.core.batch_runners as br
 from specviz.fixtures.llamas import tiny_llama
 
 
-def _feed(model, gqa_env: str | None, monkeypatch) -> tuple[list[torch.Tensor], int]:
+def _feed(
+    model, gqa_env: str | None, monkeypatch, grouped: bool = False
+) -> tuple[list[torch.Tensor], int]:
     """Prefill a shared prompt, then three multi-column steps with holes; returns the logits
-    and how many times transformers' repeat_kv ran."""
+    and how many times transformers' repeat_kv ran. ``grouped``: with the batched engine's
+    own attention (:func:`~specviz.core.batch_runners.grouped_attention`), else with SDPA."""
+    import contextlib
+
     import transformers.integrations.sdpa_attention as sdpa
+
+    if not grouped:
+        monkeypatch.setattr(br, "_grouped_attention", lambda *a: contextlib.nullcontext())
 
     calls = [0]
     real = sdpa.repeat_kv
@@ -52,6 +60,53 @@ def test_gqa_in_place_gives_the_same_logits_as_repeat_kv(monkeypatch):
     for a, b in zip(copied, in_place, strict=True):
         assert torch.equal(a, b)
     assert br._GQA_ENV not in __import__("os").environ  # the switch is scoped to the call
+
+
+def test_grouped_attention_gives_sdpas_logits_without_copies(monkeypatch):
+    """The engine's grouped attention (two matmuls per key/value head) against SDPA on
+    transformers' repeat_kv path: the same logits up to float32 rounding, no K/V copy, and the
+    attention registry left as it was."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    model = tiny_llama(50, seed=3, hidden_size=32, num_layers=2)
+    sdpa_before = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    copied, _ = _feed(model, "0", monkeypatch)
+    grouped, n_grouped = _feed(model, None, monkeypatch, grouped=True)
+    assert n_grouped == 0
+    for a, b in zip(copied, grouped, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert ALL_ATTENTION_FUNCTIONS["sdpa"] is sdpa_before
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_attention_matches_sdpa_and_a_wrong_head_order_does_not(dtype):
+    """Random [B, Hq, q, D] queries over [B, Hkv, kv, D] keys with a boolean mask (one query
+    fully masked, as a hole's column can be): SDPA's output within the dtype's rounding, and
+    finite everywhere; the negative control -- query heads paired with the wrong key/value
+    heads -- is far off."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(0)
+    B, Hq, Hkv, q, kv, D = 4, 6, 2, 3, 7, 8
+    query, key, value = (
+        torch.randn(B, h, n, D, generator=g).to(dtype) for h, n in ((Hq, q), (Hkv, kv), (Hkv, kv))
+    )
+    mask = torch.rand(B, 1, q, kv, generator=g) > 0.3
+    mask[..., 0] = True
+    mask[1, 0, 2] = False  # a fully masked query
+    module = torch.nn.Module()
+    fallback = lambda *a, **k: pytest.fail("the grouped path must not fall back")  # noqa: E731
+    out, _ = br.grouped_attention(module, query, key, value, mask, fallback=fallback)
+    assert out.shape == (B, q, Hq, D) and torch.isfinite(out).all()
+    ref = F.scaled_dot_product_attention(
+        query.float(), key.float(), value.float(), attn_mask=mask, enable_gqa=True
+    ).transpose(1, 2)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    keep = mask.any(-1).view(B, 1, q, 1).transpose(1, 2)  # SDPA's fully masked row is NaN
+    torch.testing.assert_close(out.float() * keep, torch.nan_to_num(ref) * keep, rtol=tol, atol=tol)
+    wrong_order = query.view(B, Hkv, Hq // Hkv, q, D).transpose(1, 2).reshape(B, Hq, q, D)
+    bad, _ = br.grouped_attention(module, wrong_order, key, value, mask, fallback=fallback)
+    assert (bad.float() - out.float()).abs().max() > 0.1
 
 
 def test_batch_threads_leaves_small_calls_and_unchosen_models_alone():

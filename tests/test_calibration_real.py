@@ -12,7 +12,9 @@ False-positive rates, stated per test:
   alpha = 0.01 must stay under their 99% bound. Fixed seeds make every run identical;
 * the negative controls must fail: a broken verifier through the same harness comes out
   uncalibrated, and the raw per-arm log-probabilities (what the report used before) reject
-  a correct sampler at p < 1e-6;
+  a correct sampler at the check's alpha = 0.01 (how far below depends on the kernels: the
+  arms' float drift is what splits the atoms; p 2e-7 with SDPA in both arms, 2e-4 since
+  the batched verify attends with two matmuls);
 * the bug zoo at its stated size on this pair: >= 15 of 20 seeded replicates reject at
   alpha = 0.01 (a true 90% power falls below 15/20 with probability 1.1%).
 """
@@ -81,7 +83,7 @@ def test_the_reported_case_is_consistent_and_its_old_failure_is_the_control(pair
     assert stats.goodness_of_fit(counts, [law[o] for o in outcomes]).pvalue > 1e-3
     # ... while the raw per-arm log-probabilities split every atom in two: the old KS input.
     raw = [np.log(np.asarray(r.token_probs, dtype=float)).sum(1) for r in (spec, std)]
-    assert stats.ks_2sample(*raw).pvalue < 1e-6
+    assert stats.ks_2sample(*raw).pvalue < 0.01
 
 
 CALIBRATION = {

@@ -10,6 +10,7 @@ trailing columns that are holes in every row; :meth:`select` forks or drops rows
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import weakref
 from collections.abc import Iterator
@@ -119,6 +120,66 @@ def _sdpa_gqa(device: torch.device, columns: int) -> Iterator[None]:
         os.environ.pop(_GQA_ENV, None)
 
 
+@contextlib.contextmanager
+def _grouped_attention(device: torch.device, rows: int) -> Iterator[None]:
+    """On CPU, batched calls (several rows) attend with :func:`grouped_attention` instead of
+    SDPA: with the masked batch cache's boolean mask and short queries, PyTorch's CPU SDPA
+    kernel spends its time on per-(row, head) overhead, not arithmetic (a 1,000-row verify
+    pass of SmolLM2: 26 ms per layer against 10 ms in two matmuls, at 2 threads; in bfloat16
+    18 against 4). One row keeps SDPA, so the serial engine's logits are untouched."""
+    if rows < 2 or device.type != "cpu":
+        yield
+        return
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    local = ALL_ATTENTION_FUNCTIONS._local_mapping
+    before = local.get("sdpa")
+    fallback = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    ALL_ATTENTION_FUNCTIONS["sdpa"] = functools.partial(grouped_attention, fallback=fallback)
+    try:
+        yield
+    finally:
+        if before is None:
+            local.pop("sdpa", None)
+        else:
+            local["sdpa"] = before
+
+
+def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                      is_causal=None, *, fallback, **kwargs):  # fmt: skip
+    """transformers' attention-function contract (query [B, Hq, q, D], key/value
+    [B, Hkv, kv, D], a boolean mask [B, 1, q, kv]; returns [B, q, Hq, D], None) as two
+    matmuls per key/value head: the Hq / Hkv query heads that share a key/value head are
+    stacked into one [rep * q, D] block (repeat_kv's head order), so nothing is copied per
+    head. Scores and softmax in float32; a masked score is the float32 minimum, not -inf,
+    so a fully masked query (a hole's column) gets finite weights instead of NaN (its output
+    is never read). Anything else (no mask, a float mask, dropout, soft-capping, attention
+    sinks, position bias, another device) goes to ``fallback``, transformers' SDPA."""
+    unusual = any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "position_bias"))
+    if (
+        attention_mask is None
+        or attention_mask.dtype != torch.bool
+        or attention_mask.shape[1] != 1
+        or dropout
+        or unusual
+        or query.device.type != "cpu"
+        or query.shape[1] % key.shape[1]
+    ):
+        return fallback(module, query, key, value, attention_mask, dropout=dropout,
+                        scaling=scaling, is_causal=is_causal, **kwargs)  # fmt: skip
+    B, Hq, q, D = query.shape
+    Hkv, kv = key.shape[1], key.shape[2]
+    rep = Hq // Hkv
+    scale = D**-0.5 if scaling is None else scaling
+    grouped = query.reshape(B, Hkv, rep * q, D)  # query head j * rep + r -> kv head j
+    scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scale  # [B, Hkv, rep*q, kv]
+    mask = attention_mask.expand(B, 1, q, kv).unsqueeze(2).expand(B, 1, rep, q, kv)
+    scores.masked_fill_(~mask.reshape(B, 1, rep * q, kv), torch.finfo(torch.float32).min)
+    weights = torch.softmax(scores, dim=-1).to(value.dtype)
+    out = torch.matmul(weights, value).view(B, Hq, q, D)  # [B, Hq, q, D]
+    return out.transpose(1, 2).contiguous(), None
+
+
 class BatchRunner:
     """Physical-column KV cache with a validity mask, for a transformers causal LM."""
 
@@ -155,6 +216,7 @@ class BatchRunner:
             torch.inference_mode(),
             torch_threads(threads),
             _sdpa_gqa(self.device, tokens.shape[1]),
+            _grouped_attention(self.device, tokens.shape[0]),
         ):
             if return_hidden:
                 return self._forward_hidden(tokens, positions, num_logits)

@@ -122,9 +122,10 @@ class Decoder:
 
     def run(self) -> float:
         """Decode to the end; returns the seconds it took."""
-        self.start()
-        while self.groups:
-            self.step()
+        with self.target.running(len(self.rows)):
+            self.start()
+            while self.groups:
+                self.step()
         return time.perf_counter() - self.t0
 
     # -- one target call --------------------------------------------------------------------

@@ -5,12 +5,16 @@ attention).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from ..core.batch_runners import batch_runner
+from ..core.batch_runners import BATCH_THREAD_TOKENS, batch_runner, batch_threads
+from ..core.heap import reuse_freed_memory
 from ..core.runners import LMRunner
+from ..core.threads import torch_threads
 
 __all__ = ["SingleTarget", "BatchTarget", "prefill"]
 
@@ -25,6 +29,10 @@ class SingleTarget:
     def __init__(self, runner: LMRunner) -> None:
         self.runner = runner
         self.device = runner.device
+
+    def running(self, rows: int) -> contextlib.AbstractContextManager:
+        """One sequence: the thread count the kernel choice set stays, memory as it is."""
+        return contextlib.nullcontext()
 
     def start(self, prompts: list[torch.Tensor], hidden: bool):
         (prompt,) = prompts
@@ -61,6 +69,20 @@ class BatchTarget:
     def __init__(self, model: Any) -> None:
         self.model = model
         self.device = _device_of(model)
+
+    @contextlib.contextmanager
+    def running(self, rows: int) -> Iterator[None]:
+        """The settings of a whole run over ``rows`` rows: the torch thread count measured
+        for big batched calls (:func:`~specviz.core.batch_runners.batch_threads`) -- for the
+        sampling, verifying and recording of ``rows`` x V laws per step too, which on one
+        thread took a third of a batched check's wall time -- and, for batches of
+        ``BATCH_THREAD_TOKENS`` rows or more, freed memory kept for the next step's tensors
+        (:func:`~specviz.core.heap.reuse_freed_memory`)."""
+        with (
+            torch_threads(batch_threads(self.model, rows)),
+            reuse_freed_memory(rows >= BATCH_THREAD_TOKENS),
+        ):
+            yield
 
     def start(self, prompts: list[torch.Tensor], hidden: bool):
         """Prefill all but the last token of every group's prompt (a shared prompt once,

@@ -1,0 +1,54 @@
+"""Freed memory kept for reuse inside big batched runs (issue 30, "faster verdicts"): the
+same large tensors allocated step after step stop faulting their pages in again."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+import torch
+
+from specviz.core import heap
+
+
+def _faults(keep: bool) -> int:
+    """Minor page faults of 12 allocate-fill-free rounds of a 64 MiB tensor."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    with heap.reuse_freed_memory(keep):
+        for _ in range(12):
+            x = torch.empty(16 << 20)  # 64 MiB of float32
+            x.fill_(1.0)
+            del x
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.mark.skipif(heap._LIBC is None, reason="glibc's mallopt only")
+def test_kept_blocks_are_not_faulted_in_again():
+    pages = (64 << 20) // resource.getpagesize()
+    plain = _faults(False)  # the negative control: every round faults the block in again
+    kept = _faults(True)
+    assert plain > 6 * pages
+    assert kept < 3 * pages
+    assert heap._depth == 0
+
+
+def test_nested_and_disabled_uses_leave_the_settings_to_the_outermost(monkeypatch):
+    calls: list[tuple[str, int, int]] = []
+
+    class FakeLibc:
+        def mallopt(self, param, value):
+            calls.append(("mallopt", param, value))
+            return 1
+
+        def malloc_trim(self, pad):
+            calls.append(("trim", pad, 0))
+            return 1
+
+    monkeypatch.setattr(heap, "_LIBC", FakeLibc())
+    with heap.reuse_freed_memory(False):
+        pass
+    assert calls == []
+    with heap.reuse_freed_memory(), heap.reuse_freed_memory():
+        assert len(calls) == 3  # set once, by the outer block
+    assert [c[0] for c in calls] == ["mallopt"] * 6 + ["trim"]
+    assert heap._depth == 0

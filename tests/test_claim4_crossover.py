@@ -166,6 +166,10 @@ def test_claim12_is_not_decided_where_the_fallback_is_the_constant_gamma():
     sw = _sweep(PLAIN, slow, _Fallback(slow, PLAIN, max_batch=1))
     v = claim12_verdict(sw, fallback="fallback", constant="slow", max_batch=1)
     assert v.status == "supported" and "constant gamma lost to plain at 1 clients" in v.reason
+    # a noise floor wider than any difference leaves nothing to fall back from
+    wide_noise = claim12_verdict(sw, fallback="fallback", constant="slow", max_batch=1,
+                                 tolerance=5.0)  # fmt: skip
+    assert wide_noise.status == "not shown" and "nothing to fall back from" in wide_noise.reason
     # the negative control: a fallback that does trigger and then falls short still fails
     bad = _sweep(PLAIN, SPEC, _Fallback(SPEC, noisy, max_batch=1))
     v = claim12_verdict(bad, fallback="fallback", constant="spec", max_batch=1)

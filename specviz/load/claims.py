@@ -230,7 +230,9 @@ def claim12_verdict(
       ``tolerance`` of the better of plain and constant gamma there, and it beats constant
       gamma where constant gamma lost to plain by more than ``tolerance`` (it kept the gain
       and avoided the loss);
-    * *not supported* otherwise, naming the level where it fell short.
+    * *not supported* otherwise, naming the level where it fell short;
+    * *not shown* also when, at every level where it triggered, plain and constant gamma lay
+      within ``tolerance`` of each other: matching either is then no evidence.
 
     A level at which the policy never triggered (every batch at most ``max_batch`` rows: one
     client, always) is not evidence about the fallback: there it *is* the constant-gamma
@@ -305,6 +307,15 @@ def claim12_verdict(
     if lost_any and not saved:
         return ClaimVerdict(
             12, "not supported", f"{numbers}; it did not recover the load where speculation lost"
+        )
+    if not lost_any and not any(  # constant gamma beat plain beyond the tolerance somewhere
+        const_lost(row["plain"], row[constant]) for lv, row in wide.iterrows() if lv in fired
+    ):  # fmt: skip
+        return ClaimVerdict(
+            12,
+            "not shown",
+            f"{numbers}; where it triggered, plain and constant gamma were "
+            f"within {tolerance:.0%} of each other (the noise floor): nothing to fall back from",
         )
     what = f"recovered the loss at {', '.join(saved)} {unit}" if saved else "matched the best"
     return ClaimVerdict(12, "supported", f"{numbers}; within {tolerance:.0%} of the better mode "

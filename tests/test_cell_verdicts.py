@@ -1,4 +1,4 @@
-"""Verdict rules that notebooks 04, 05, 06, 09 and 12 used to write in cells, now in
+"""Verdict rules that notebooks 02, 04, 05, 06, 09 and 12 used to write in cells, now in
 specviz.lab.verdicts (issue 29): each rule's branches, stated once and tested here."""
 
 from __future__ import annotations
@@ -108,3 +108,73 @@ def test_the_mixed_precision_check_is_caught_unseeable_or_a_miss():
     )
     assert "cannot tell at this size (the bug's TV 0.0200 needs ~4000" in line("inconclusive")
     assert line("consistent").endswith("(a miss).")
+
+
+# issue 27: notebook 02's and 06's "What we saw" lines, moved out of the cells
+
+
+def _toy_trace():
+    import specviz as sv
+
+    target, draft = sv.toy_pair(5, 2, noise=1.0, seed=0)
+    r = sv.speculative_generate(
+        target, draft, [0], gamma=3, max_new_tokens=40, do_sample=True, seed=3
+    )
+    return r.trace
+
+
+def test_acceptance_by_position_counts_the_tests_that_reached_each_position():
+    from specviz.lab.verdicts import acceptance_by_position
+
+    trace = _toy_trace()
+    line = acceptance_by_position(trace, 3)
+    reached = [
+        sum(
+            1
+            for s in trace.steps
+            for r in s.positions[j : j + 1]
+            if r.evaluated and r.draft_token >= 0
+        )
+        for j in range(3)
+    ]
+    assert reached[0] >= reached[1] >= reached[2]  # a position is reached only past the last
+    for j, n in enumerate(reached):
+        assert f"position {j + 1}: " in line and f" of {n} " in line.split(f"position {j + 1}: ")[1]
+
+
+def test_first_rejection_names_the_first_rejected_draft_or_none():
+    from specviz.lab.verdicts import first_rejection
+
+    trace = _toy_trace()
+    s = next(s for s in trace.steps if s.drafted and s.accepted < s.drafted)
+    r = s.positions[s.accepted]
+    line = first_rejection(trace, "abcde")
+    assert line.startswith(f"First rejection (step {s.step}, draft position {s.accepted + 1}): ")
+    assert f"draft '{'abcde'[r.draft_token]}' had p = {r.p_target:.3g}" in line
+    assert f"u = {r.u:.3f} rejected it" in line
+    none = SimpleNamespace(steps=[s for s in trace.steps if s.accepted == s.drafted])
+    assert first_rejection(none) == "No draft was rejected in this run."
+
+
+def test_precision_detail_lines_count_ties_and_divergences():
+    import numpy as np
+
+    from specviz.lab.verdicts import precision_detail_lines
+
+    table = pd.DataFrame(
+        dict(
+            dtype=["fp32", "bf16", "bf16"],
+            drafter=["lookup", "lookup", "plain"],
+            identical=[True, False, True],
+            margin=[None, 0.3, None],
+            verdict=[None, "numerics", None],
+            exact_tie=[False, False, False],
+        )
+    )
+    margins = {"fp32": np.array([1.0, 2.0]), "bf16": np.array([0.1, 0.3, 5.0])}
+    lines = precision_detail_lines(table, margins, near_tie={"fp32": 0.05, "bf16": 0.5}, tokens=8)
+    assert "Claim 7, bf16 lookup (speculative vs plain bf16): 0 of 1 prompts identical" in lines[1]
+    assert "verdicts {'numerics': 1}" in lines[1]
+    assert "no exact ties (margin 0)." in lines[3]
+    assert "66.7% below the near-tie threshold 0.5" in lines[4]
+    assert lines[-1] == "The 1 divergence margins sit at percentiles [20] of all greedy margins."

@@ -350,8 +350,98 @@ def run_and_check_notebook(path: Path, monkeypatch, tmp_path: Path) -> None:
     pairs = re.findall(r"server busy (\d+)%(?: \(spec\))? vs (\d+)%", stdout)
     busy = [int(x) for pair in pairs for x in pair]
     assert all(b <= 100 for b in busy), f"utilisation above 100%: {busy}"
+    if path.name in PALETTE_CHECKED:
+        _check_figures(nb)
     _check_offline_export(nb, path, tmp_path)
     print(f"{path.name}: {took:.1f} s")
+
+
+# issue 27: one colour per meaning, no figure shown twice. Notebooks whose every figure has
+# been checked; a notebook joins once it passes (a name per line, to keep merges easy).
+PALETTE_CHECKED = frozenset(
+    {
+        "00_quick_start.ipynb",
+        "01_how_it_works_exactly.ipynb",
+        "02_trace_explorer.ipynb",
+        "03_rejection_points.ipynb",
+        "04_when_lossless_breaks.ipynb",
+        "05_lossless_statistics.ipynb",
+        "06_numerics_bf16_vs_fp32.ipynb",
+    }
+)
+
+
+def _figures(nb: nbformat.NotebookNode) -> list[tuple[int, dict]]:
+    """Every plotly figure a notebook shows, with its cell: shown ones (the plotly mimetype)
+    and the ones inside an explorer's static snapshot (``Plotly.newPlot`` in its HTML)."""
+    decoder = json.JSONDecoder()
+    out = []
+    for i, cell in enumerate(nb.cells):
+        for o in cell.get("outputs", []):
+            data = o.get("data", {})
+            if PLOTLY_MIME in data:
+                out.append((i, data[PLOTLY_MIME]))
+            elif WIDGET_MIME in data and "text/html" in data:
+                html = data["text/html"]
+                for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]*",\s*', html):
+                    traces, end = decoder.raw_decode(html, m.end())
+                    layout, _ = decoder.raw_decode(html, html.index("{", end))
+                    out.append((i, {"data": traces, "layout": layout}))
+    return out
+
+
+def _has_colour(trace: dict) -> bool:
+    """A trace whose colour is set (not plotly's default colour cycle): bars by their marker,
+    lines by their line (markers on a line take its colour), markers by their marker."""
+    marker, line = trace.get("marker") or {}, trace.get("line") or {}
+    kind = trace.get("type", "scatter")
+    if kind in ("heatmap", "table", "indicator"):
+        return True
+    if kind not in ("scatter", "scattergl"):
+        return "color" in marker or "colors" in marker
+    mode = trace.get("mode", "lines+markers")
+    if mode == "text":
+        return True
+    ok = "color" in line if "lines" in mode else True
+    if "markers" in mode:
+        ok = ok and ("color" in marker or ("lines" in mode and "color" in line))
+    if trace.get("fill") not in (None, "none"):
+        ok = ok and "fillcolor" in trace
+    return ok
+
+
+def _check_figures(nb: nbformat.NotebookNode) -> None:
+    """Every trace of every figure takes its colour from the palette (none from plotly's
+    default cycle), and no figure is shown twice (a ``show()`` next to a selector's snapshot)."""
+    seen: dict[str, int] = {}
+    for cell, fig in _figures(nb):
+        title = (fig.get("layout", {}).get("title") or {}).get("text", "")
+        bare = [t.get("name") for t in fig["data"] if not _has_colour(t)]
+        assert not bare, f"cell {cell}, {title!r}: traces in plotly's default colours: {bare}"
+        key = json.dumps(fig["data"], sort_keys=True)
+        assert key not in seen, f"cell {cell}, {title!r}: the figure of cell {seen[key]} again"
+        seen[key] = cell
+
+
+def test_the_figure_checks_can_fail():
+    """The palette and no-duplicate checks catch what they are for (a default-coloured trace,
+    a figure shown twice) and pass a palette figure shown once."""
+    import plotly.graph_objects as go
+
+    def nb_of(*figs):
+        cells = [
+            nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+                "display_data", data={PLOTLY_MIME: json.loads(f.to_json())})])
+            for f in figs
+        ]  # fmt: skip
+        return nbformat.v4.new_notebook(cells=cells)
+
+    ok = go.Figure(go.Bar(x=[1], y=[2], marker_color="#000000"))
+    _check_figures(nb_of(ok))
+    with pytest.raises(AssertionError, match="default colours"):
+        _check_figures(nb_of(go.Figure(go.Scatter(x=[1], y=[2]))))
+    with pytest.raises(AssertionError, match="again"):
+        _check_figures(nb_of(ok, ok))
 
 
 def _check_offline_export(nb: nbformat.NotebookNode, path: Path, tmp_path: Path) -> None:

@@ -150,6 +150,34 @@ def test_pq_bars_at_a_rejection(trace, rejection_step):
     assert "reject" in fig.layout.title.text
 
 
+def test_pq_bars_leave_out_the_padding_of_a_one_hot_p(trace, rejection_step):
+    """Issue 27: a greedy p is one-hot, its top-k padded with tokens at p = 0 whose q is ~1e-8
+    (special tokens on SmolLM2): those bars carry nothing and are not drawn; the drafted token
+    is drawn whatever its mass, and a token with visible q stays."""
+    import dataclasses
+
+    step = trace.steps[rejection_step]
+    row = step.positions[step.accepted]
+    pad, kept = [i for i in range(len(NAMES)) if i != row.draft_token][:2]
+    padded = dataclasses.replace(
+        row,
+        top_p_ids=(row.draft_token, pad, kept),
+        top_p_probs=(0.0, 0.0, 0.0),
+        top_q_ids=(row.draft_token, pad, kept),
+        top_q_probs=(1e-9, 1e-9, 0.25),
+        p_target=0.0,
+        q_draft=1e-9,
+    )
+    positions = list(step.positions)
+    positions[step.accepted] = padded
+    steps = list(trace.steps)
+    steps[rejection_step] = dataclasses.replace(step, positions=tuple(positions))
+    fig = viz.pq_figure(sv.Trace(tuple(steps), trace.meta), rejection_step, tokenizer=NAMES)
+    shown = set(by_name(fig, "p (target)").x)
+    assert NAMES[pad] not in shown
+    assert {NAMES[row.draft_token], NAMES[kept]} <= shown
+
+
 def test_pq_bars_at_a_bonus_slot(trace, bonus_step):
     step = trace.steps[bonus_step]
     row = step.positions[-1]

@@ -1,4 +1,4 @@
-"""Token ids as text: tokenizers, vocabularies, callables, or #id."""
+"""Token ids as text: tokenizers, vocabularies, callables, or #id; whole-number count axes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Tokenizer", "token_label", "visible"]
+__all__ = ["Tokenizer", "count_axis", "token_label", "visible"]
 
 
 Tokenizer = Any  # HF tokenizer | Sequence[str] | Mapping[int, str] | Callable[[int], str] | None
@@ -68,3 +68,16 @@ def _labels(ids: Sequence[int], tokenizer: Tokenizer) -> list[str]:
 
 def _fmt(x: float, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+
+
+def count_axis(max_count: float, *, ticks: int = 6) -> dict[str, object]:
+    """Axis settings for counts: whole-number ticks only (a step of at least 1, so a small
+    count never gets 0.5 or a repeated label), from 0, about ``ticks`` of them.
+
+    >>> count_axis(3)
+    {'tickformat': ',d', 'tick0': 0, 'dtick': 1, 'rangemode': 'tozero'}
+    >>> count_axis(130)["dtick"]
+    22
+    """
+    top = max(float(max_count), 1.0) if max_count == max_count else 1.0
+    return dict(tickformat=",d", tick0=0, dtick=max(1, math.ceil(top / ticks)), rangemode="tozero")

@@ -86,6 +86,10 @@ def _decision(r: DraftPosition, s: Step) -> str:
     return f"u = {r.u:.3f} {sign} min(1, p/q) = {a:.3f} -> {verdict}"
 
 
+#: Below this in both p and q a token is top-k padding, not drawn by :func:`pq_figure`.
+PQ_FLOOR = 1e-6
+
+
 def pq_figure(
     trace: Trace, step: int, row: int | None = None, tokenizer: Tokenizer = None
 ) -> go.Figure:
@@ -95,6 +99,8 @@ def pq_figure(
     Only the top-k of p and q are stored in a trace, so a token that is in one list but not the
     other has an unknown value in the other; its bar is left out rather than drawn as 0 (a point
     -mass proposal -- prompt lookup, greedy -- is known exactly: q = 1 at the drafted token).
+    Tokens under :data:`PQ_FLOOR` in both laws (the zero-probability padding of a greedy,
+    one-hot p's top-k) are left out; the drafted and emitted tokens are always drawn.
     """
     s, r, j = _row_at(trace, step, row)
     p = dict(zip(r.top_p_ids, r.top_p_probs, strict=True))
@@ -111,12 +117,13 @@ def pq_figure(
         )
         q.setdefault(r.draft_token, r.q_draft)
     mark = r.emitted_token if _is_bonus(r) else r.draft_token
-    # a greedy p is one-hot: its top-k is padded with tokens at p = 0 (and q unknown or 0);
-    # they carry nothing, so only tokens with mass in p or q (and the drafted one) are drawn
+    # a greedy p is one-hot: its top-k is padded with tokens at p = 0 (special tokens, with q
+    # ~1e-8 or unknown); they carry nothing, so only tokens with visible mass in p or q (and
+    # the drafted and emitted ones) are drawn
     ids = [
         i
         for i in set(p) | set(q)
-        if i in (mark, r.emitted_token) or (p.get(i) or 0.0) > 0 or (q.get(i) or 0.0) > 0
+        if i in (mark, r.emitted_token) or max(p.get(i) or 0.0, q.get(i) or 0.0) >= PQ_FLOOR
     ]
     ids.sort(key=lambda i: (-p.get(i, -1.0), -q.get(i, -1.0)))
     labels = _labels(ids, tokenizer)

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .labels import Tokenizer, _labels
+from .labels import Tokenizer, _labels, count_axis
 from .palette import PALETTE
 
 __all__ = [
@@ -137,7 +137,7 @@ def consistency_figures(report: ComparisonReport, *, tokenizer: Tokenizer = None
         title=f"First token: speculative vs standard sampling<br><sup>{_power_line(report)}</sup>",
         barmode="group",
         xaxis=dict(title="token" if tokenizer is not None else "token id", type="category"),
-        yaxis=dict(title="count", tickformat="d", rangemode="tozero"),  # counts: whole ticks
+        yaxis=dict(title="count", **count_axis(max([*spec, *std], default=1))),  # whole ticks
     )
     p = np.sort(report.tests.pvalue.to_numpy())
     expected = (np.arange(1, len(p) + 1) - 0.5) / len(p)
@@ -170,9 +170,15 @@ def consistency_figures(report: ComparisonReport, *, tokenizer: Tokenizer = None
     pit.update_layout(
         title="Randomized PIT of speculative tokens (uniform if lossless)",
         xaxis_title="PIT value",
-        yaxis=dict(title="count", tickformat="d"),
+        yaxis=dict(title="count", **count_axis(_pit_peak(report.pit))),
     )
     return {"first_token": bars, "pvalue_qq": qq, "pit": pit}
+
+
+def _pit_peak(pit: Any) -> int:
+    """The tallest bar of the PIT histogram (bins of 0.05 on [0, 1])."""
+    values = np.asarray(pit, dtype=float)
+    return int(np.histogram(values, bins=20, range=(0.0, 1.0))[0].max(initial=0))
 
 
 def audit_figures(report: AuditPage) -> dict[str, Any]:

@@ -11,12 +11,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..stats import Pooled
-from .labels import _fmt
+from .labels import _fmt, count_axis
 from .palette import (
     KIND_COLORS,
-    P_COLOR,
-    Q_COLOR,
-    RESIDUAL_COLOR,
     THEORY_COLOR,
     VERDICT_COLORS,
     color,
@@ -225,10 +222,11 @@ def pvalue_uniformity_figure(
     """Sorted p-values against uniform quantiles (QQ), one series per label: a calibrated
     test on a true null lies on the diagonal; a broken rule bends the curve towards 0. The
     dashed horizontal line is the test level (the share of points below it is the
-    rejection rate)."""
+    rejection rate). The series are categories (rules), so they take distinct
+    :data:`~specviz.views.palette.SERIES` hues: not black, the uniform line's (theory) colour."""
     fig = go.Figure()
-    palette = [KIND_COLORS["accepted"], THEORY_COLOR, P_COLOR, Q_COLOR, RESIDUAL_COLOR]
-    for i, (label, pv) in enumerate(pvalues.items()):
+    colors = palette_series(pvalues)
+    for label, pv in pvalues.items():
         p = np.sort(np.asarray(pv, dtype=float))
         if p.size == 0:
             continue
@@ -240,7 +238,7 @@ def pvalue_uniformity_figure(
                 x=expected.tolist(),
                 y=p.tolist(),
                 mode="markers",
-                marker=dict(color=palette[i % len(palette)], size=6),
+                marker=dict(color=colors[str(label)], size=6),
                 hovertemplate="uniform quantile %{x:.3f}: p = %{y:.3g}<extra>"
                 + str(label)
                 + "</extra>",
@@ -379,7 +377,7 @@ def margin_figure(
     fig.update_xaxes(title_text="log10(top-1 logit - top-2 logit)",
                      range=[math.log10(floor) - 0.2, hi + 0.2])  # fmt: skip
     fig.update_yaxes(title_text="greedy steps", row=1, col=1)
-    fig.update_yaxes(tickformat=",d", dtick=max(1, math.ceil(ymax / 6)), rangemode="tozero")
+    fig.update_yaxes(**count_axis(ymax))
     fig.update_layout(title=title, height=420, bargap=0.05)
     return fig
 

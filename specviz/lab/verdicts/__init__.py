@@ -9,14 +9,24 @@ Topic modules behind one namespace (as scipy.stats does):
 * ``_rejections`` -- claims 3 and 10 from rejection points, as bootstrap intervals (notebook 03);
 * ``_experiments`` -- the experiments of notebooks 06-12 (ratios with intervals over prompts,
   exactness tables, claim 7 split by cause, coverage, the plug-in TV's bias, theory's next
-  gamma, claim 11's costs), with ``_load`` -- notebook 09's what-if trend.
+  gamma, claim 11's costs), with ``_load`` -- notebook 09's what-if trend;
+* ``_numerics`` -- notebook 06's per-precision lines beside its claim-7 verdict.
 """
 
 from __future__ import annotations
 
-from . import _experiments, _load, _rejections, _single_run, _single_run_laws, _task_types
+from . import (
+    _experiments,
+    _load,
+    _numerics,
+    _rejections,
+    _single_run,
+    _single_run_laws,
+    _task_types,
+)
 from ._experiments import *  # noqa: F403
 from ._load import *  # noqa: F403
+from ._numerics import *  # noqa: F403
 from ._rejections import *  # noqa: F403
 from ._single_run import *  # noqa: F403
 from ._single_run_laws import *  # noqa: F403
@@ -29,4 +39,5 @@ __all__ = [
     *_task_types.__all__,
     *_rejections.__all__,
     *_load.__all__,
+    *_numerics.__all__,
 ]

@@ -36,11 +36,13 @@ __all__ = [
     "NOT_SHOWN",
     "SUPPORTS",
     "ClaimLine",
+    "acceptance_by_position",
     "acceptance_vs_probabilities",
     "calls_vs_speed",
     "draft_sources",
     "opening_step",
     "exact_law_check",
+    "first_rejection",
     "first_token_rejections",
     "from_interval",
     "greedy_identity",
@@ -425,4 +427,46 @@ def acceptance_vs_probabilities(trace: Any) -> str:
     return (
         f"Over the tests: {acceptance_text(k, len(rows))}; the mean of min(1, p/q) over the same "
         f"tests is {mean_a:.3f}, {agree}."
+    )
+
+
+def acceptance_by_position(trace: Any, gamma: int) -> str:
+    """P(accept | draft position reached) of a run, per draft position 1..``gamma``, each with
+    its count and 95% interval: the tests that reached the position and were decided there."""
+    at = [
+        [
+            r.accepted
+            for s in trace.steps
+            for r in s.positions[j : j + 1]
+            if r.evaluated and r.draft_token >= 0
+        ]
+        for j in range(gamma)
+    ]
+    return (
+        "P(accept | draft position reached): "
+        + "; ".join(
+            f"position {j + 1}: {acceptance_text(sum(a), len(a))}" for j, a in enumerate(at)
+        )
+        + "."
+    )
+
+
+def first_rejection(trace: Any, tokenizer: Any = None) -> str:
+    """The run's first rejection in words: the draft, its p and q, min(1, p/q) against the
+    uniform draw, and the token the residual gave (or that the run ended there)."""
+    from ...views.labels import token_label
+
+    s = next((s for s in trace.steps if s.drafted and s.accepted < s.drafted), None)
+    if s is None:
+        return "No draft was rejected in this run."
+    r = s.positions[s.accepted]
+    fix = (
+        f"the residual gave {token_label(r.emitted_token, tokenizer)!r}"
+        if r.emitted_token >= 0
+        else "the run ended there (length limit)"
+    )
+    return (
+        f"First rejection (step {s.step}, draft position {s.accepted + 1}): draft "
+        f"{token_label(r.draft_token, tokenizer)!r} had p = {r.p_target:.3g}, q = {r.q_draft:.3g}, "
+        f"so min(1, p/q) = {r.accept_prob:.3f} and u = {r.u:.3f} rejected it; {fix}."
     )

@@ -31,12 +31,21 @@ def rule_outcomes(table: Any, *, n_samples: int) -> list[str]:
     """Per row of notebook 04's table (``lossless``, ``rejected``, ``n_to_detect``), what the
     test did: a lossless rule ``passed`` (or raised a ``false alarm``); a broken rule was
     ``caught``, or its miss is ``cannot tell`` (its first-token TV needs more samples, or is 0
-    there) or ``missed`` (a test of this size should have seen it)."""
+    there) or ``missed`` (a test of this size should have seen it). The shipped mistakes'
+    table, with ``caught`` for ``rejected``, is read the same way.
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"lossless": [True, False, False, False],
+    ...     "caught": [False, True, False, False], "n_to_detect": [0, 50, 5000, 100]})
+    >>> rule_outcomes(t, n_samples=400)
+    ['passed', 'caught', 'cannot tell', 'missed']
+    """
     out = []
     for r in table.itertuples():
+        rejected = bool(r.rejected if hasattr(r, "rejected") else r.caught)
         if r.lossless:
-            out.append("false alarm" if r.rejected else "passed")
-        elif r.rejected:
+            out.append("false alarm" if rejected else "passed")
+        elif rejected:
             out.append("caught")
         elif not math.isfinite(r.n_to_detect) or r.n_to_detect > n_samples:
             out.append("cannot tell")

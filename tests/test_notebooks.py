@@ -367,6 +367,11 @@ PALETTE_CHECKED = frozenset(
         "04_when_lossless_breaks.ipynb",
         "05_lossless_statistics.ipynb",
         "06_numerics_bf16_vs_fp32.ipynb",
+        "07_drafters_and_task_types.ipynb",
+        "08_gamma_and_policies.ipynb",
+        "09_throughput_latency_concurrency.ipynb",
+        "10_deployment_checklist.ipynb",
+        "12_cross_vocabulary.ipynb",
     }
 )
 

@@ -371,6 +371,7 @@ PALETTE_CHECKED = frozenset(
         "08_gamma_and_policies.ipynb",
         "09_throughput_latency_concurrency.ipynb",
         "10_deployment_checklist.ipynb",
+        "11_trees_and_multiple_drafts.ipynb",
         "12_cross_vocabulary.ipynb",
     }
 )

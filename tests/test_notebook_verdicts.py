@@ -308,3 +308,45 @@ def test_gamma_figures_use_the_palette_and_show_their_numbers():
     assert [t.name for t in cat.data] == ["gamma 2", "gamma 4"]
     assert list(cat.data[0].error_y.array) == pytest.approx([0.2, 0.2])
     assert cat.data[1].error_y.array[0] is None  # one prompt: no interval, none drawn
+
+
+def test_compare_with_plain_interleaves_and_sees_a_changed_text(monkeypatch):
+    """11 and 12's repeated loop, in the package: plain then each arm, prompt by prompt (a
+    slow spell falls on every arm alike), a fresh drafter per prompt, and an arm whose text
+    differs from plain decoding's is counted as not identical."""
+    import dataclasses
+
+    import specviz as sv
+    from specviz.lab import experiments
+
+    target, draft = sv.toy_pair(6, 2, seed=0)
+    order, real = [], experiments.speculative_generate
+
+    def made(name):
+        def make():
+            order.append(name)
+            return sv.ModelDrafter(draft)
+
+        return make
+
+    def spec(t, d, ids, **kw):  # the "broken" arm appends a token plain decoding never made
+        r = real(t, d, ids, **kw)
+        if order[-1] == "broken":
+            r = dataclasses.replace(r, new_tokens=[*r.new_tokens[:-1], 5 - r.new_tokens[-1]])
+        return r
+
+    monkeypatch.setattr(experiments, "speculative_generate", spec)
+    cmp = experiments.compare_with_plain(
+        target, [[0, 1], [2], [3, 3]], {"ok": (made("ok"), 3), "broken": (made("broken"), 2)},
+        max_new_tokens=5,
+    )  # fmt: skip
+    assert order == ["ok", "broken"] * 3
+    assert cmp.per["ok"]["identical"] == [True] * 3
+    assert cmp.per["broken"]["identical"] == [False] * 3
+    assert cmp.per["plain"]["calls"] == [len(r.new_tokens) for r in cmp.plain] == [5, 5, 5]
+    table = cmp.table()
+    assert table.loc["plain", "tokens per target call"] == 1.0
+    assert table.loc["broken", "greedy identical"] == "0/3"
+    assert table.loc["ok", "tokens per target call"] > 1.0
+    with pytest.raises(ValueError, match="baseline's name"):
+        experiments.compare_with_plain(target, [[0]], {"plain": (made("x"), 2)}, max_new_tokens=2)

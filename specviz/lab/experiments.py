@@ -37,6 +37,8 @@ __all__ = [
     "load_models",
     "PromptRun",
     "run_prompts",
+    "PlainComparison",
+    "compare_with_plain",
     "acceptance_at",
     "calibration_on_toy",
     "SeedComparison",
@@ -335,6 +337,80 @@ def run_prompts(
                     f"{time.perf_counter() - t0:.1f} s"
                 )
     return runs
+
+
+@dataclass(frozen=True)
+class PlainComparison:
+    """Plain greedy decoding and speculative arms on the same prompts (notebooks 11 and 12):
+    ``per[arm]`` holds, prompt by prompt, ``tokens``, ``calls`` (target calls), ``seconds``
+    and ``identical`` (the arm's text equals plain decoding's; always true for ``plain``) --
+    the per-prompt lists :func:`specviz.lab.verdicts.ratio_verdict` and
+    :func:`~specviz.lab.verdicts.claim1_lines` take; ``plain`` the plain runs themselves."""
+
+    per: dict[str, dict[str, list[Any]]]
+    plain: list[GenerationResult] = field(repr=False)
+
+    def table(self) -> Any:
+        """One row per arm: tokens per target call, tokens per second, "k/n" greedy identical."""
+        import pandas as pd
+
+        rows = {
+            name: {
+                "tokens per target call": sum(d["tokens"]) / max(1, sum(d["calls"])),
+                "tokens per second": sum(d["tokens"]) / max(1e-12, sum(d["seconds"])),
+                "greedy identical": f"{sum(d['identical'])}/{len(d['identical'])}",
+            }
+            for name, d in self.per.items()
+        }
+        return pd.DataFrame(rows).T
+
+
+def compare_with_plain(
+    target: Any,
+    prompts: Sequence[Sequence[int]],
+    arms: dict[str, tuple[Callable[[], Any], int]],
+    *,
+    max_new_tokens: int,
+    eos_token_id: int | None = None,
+) -> PlainComparison:
+    """Greedy decoding of every prompt plainly and with every arm (``name -> (make_drafter,
+    gamma)``; ``make_drafter()`` is called once per prompt, so a drafter with state starts
+    fresh), interleaved prompt by prompt -- plain, then each arm in order -- so that a slow
+    spell of a shared machine falls on every arm alike. The repeated loop of notebooks 11
+    and 12, in one tested place.
+
+    >>> import specviz as sv
+    >>> t, d = sv.toy_pair(6, 2, seed=0)
+    >>> cmp = compare_with_plain(t, [[0, 1], [2]], {"chain": (lambda: sv.ModelDrafter(d), 3)},
+    ...                          max_new_tokens=6)
+    >>> cmp.per["chain"]["identical"], cmp.per["plain"]["calls"]
+    ([True, True], [6, 6])
+    """
+    from ..decoding.serial import autoregressive_generate
+
+    if not arms:
+        raise ValueError("no speculative arm to compare with plain decoding")
+    if "plain" in arms:
+        raise ValueError("'plain' is the baseline's name; give the arm another one")
+    if not prompts:
+        raise ValueError("no prompts")
+    kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    keys = ("tokens", "calls", "seconds", "identical")
+    per: dict[str, dict[str, list[Any]]] = {n: {k: [] for k in keys} for n in ("plain", *arms)}
+    plain_runs: list[GenerationResult] = []
+
+    def add(name: str, r: GenerationResult, same: bool) -> None:
+        for k, v in zip(keys, (len(r.new_tokens), r.target_calls, r.total_time, same), strict=True):
+            per[name][k].append(v)
+
+    for ids in prompts:
+        ref = autoregressive_generate(target, ids, **kw)
+        plain_runs.append(ref)
+        add("plain", ref, True)
+        for name, (make, gamma) in arms.items():
+            r = speculative_generate(target, make(), ids, gamma=gamma, trace=False, **kw)
+            add(name, r, list(r.new_tokens) == list(ref.new_tokens))
+    return PlainComparison(per, plain_runs)
 
 
 # -------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ to "constant", so every step drafts ``k`` tokens (where the length budget allows
 
 The models load with PyTorch's stock kernels (``packed=False``): the engine audited is
 transformers as its users run it, not specviz's kernel chooser -- whose timing packs a second
-copy of the linear layers (the 1.5B Qwen target in bf16 peaked at 10.9 GB with it).
+copy of the linear layers (the 1.5B Qwen target in bf16 peaked at 10.9 GB while loading with it).
 
 transformers' assistant drafts from the prompt: the first generated token goes through the
 speculative path too (no first-token control here).

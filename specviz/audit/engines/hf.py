@@ -11,8 +11,10 @@ draft pass drafts one token. The assistant's confidence threshold is set to 0 an
 to "constant", so every step drafts ``k`` tokens (where the length budget allows).
 
 The models load with PyTorch's stock kernels (``packed=False``): the engine audited is
-transformers as its users run it, not specviz's kernel chooser -- whose timing packs a second
-copy of the linear layers (the 1.5B Qwen target in bf16 peaked at 10.9 GB while loading with it).
+transformers as its users run it, not specviz's kernel chooser. On the bf16 Qwen pair this is
+~5x slower per request on this CPU (17 s vs 3.3 s for 3 tokens of the 1.5B, under other load)
+and does not lower the peak: loading the 1.5B in bf16 from its f32 safetensors folder peaks at
+10.9 GB either way (4.0 GB once loaded).
 
 transformers' assistant drafts from the prompt: the first generated token goes through the
 speculative path too (no first-token control here).

@@ -27,6 +27,7 @@ shared machine: ``flock /work/helpers/big.lock nice -n 10 .venv/bin/python scrip
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import sys
@@ -142,6 +143,7 @@ def run(name: str, args: argparse.Namespace) -> None:
     n = args.n_samples or spec["n_samples"]
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
     t0, c0 = time.perf_counter(), time.process_time()
+    load0 = os.getloadavg()
     report = engine_audit(
         spec["a"],
         spec["b"],
@@ -171,6 +173,7 @@ def run(name: str, args: argparse.Namespace) -> None:
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
         "peak_rss_children_gb": round(children.ru_maxrss / 1e6, 2),
         "machine": args.note,
+        "load_average_start_end": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
     }
     if "ensemble" in spec:
         from specviz.audit.engines.hf import ensemble_bias

@@ -357,7 +357,7 @@ def write_table(out: Path) -> None:
             acc.append(f"B failed {fails['failed']} of {fails['requests']} requests")
         cells = [
             link,
-            f"**{s['verdict']}**",
+            f"**{s.get('outcome') or s['verdict']}**",  # inconclusive when underpowered
             f"{s['n_samples']} x {s.get('n_prompts', '?')}",
             _position_cell(s),
             _fmt(s["min_holm"], ".3g"),

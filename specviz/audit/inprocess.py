@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from ..views.reports import audit_html
 from .config import _SEED_ARM, _SEED_PROMPT, ARMS, AuditConfig
 from .engines import FAILED, Engine, EngineError, Sampling, engine_from_spec, identity_spec
+from .engines.base import check_same_numerics
 from .report import AuditReport
 from .sampling import _Counters, _Raw
 from .statistics import _greedy, _tests
@@ -175,7 +176,9 @@ def _open_engine_raw(
 ) -> tuple[tuple[Any, Any], Path | None, _Raw]:
     """The two arms' references (B labelled apart when both are the same engine), the output
     folder and the raw file under the sampling key: one for the fixed-n and the sequential
-    engine audits, so either one resumes the other."""
+    engine audits, so either one resumes the other. Arms of one engine at different
+    precisions are refused here, before any model loads."""
+    check_same_numerics(a, b)
     refs = (a.ref(), b.ref())
     if refs[0].name == refs[1].name:
         b.label = b.name + " (B)"

@@ -12,7 +12,8 @@ An engine spec is ``ENGINE:MODEL[,key=value...]``:
   ``ensemble=W`` (transformers' lossy ``assistant_ensemble_weight``), ``dtype=bfloat16``
   (transformers), ``threads=N``,
   ``batch=N`` (OpenVINO: continuous batching), ``reload=0`` (OpenVINO: keep the pipeline after
-  a failed request instead of rebuilding it), ``precision=fp32|int4|int8`` (onnxruntime),
+  a failed request instead of rebuilding it), ``precision=fp32|int4|int8`` (onnxruntime;
+  OpenVINO: ``bf16|f16|f32``, its inference precision),
   ``verifier=NAME`` and ``speculate=0|1`` (specviz).
 
 >>> engine_from_spec("openvino:smollm2-135m,draft=target,k=2").speculation
@@ -59,7 +60,7 @@ ENGINES = {
 }
 _KEYS = {
     "transformers": {"draft", "lookup", "ensemble", "k", "threads", "dtype"},
-    "openvino": {"draft", "lookup", "k", "threads", "batch", "reload"},
+    "openvino": {"draft", "lookup", "k", "threads", "batch", "reload", "precision"},
     "onnxruntime-genai": {"draft", "lookup", "k", "threads", "precision"},
     "specviz": {"draft", "verifier", "k", "speculate"},
 }

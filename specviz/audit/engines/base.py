@@ -161,6 +161,26 @@ class Engine:
         """Free the models (the audit calls it when done with this arm)."""
 
 
+_NUMERICS = ("precision", "dtype")  # settings that change an engine's numbers, not its method
+
+
+def check_same_numerics(a: Engine, b: Engine) -> None:
+    """Two arms of the same engine must compute at the same precision (OpenVINO's
+    ``precision=``, onnxruntime-genai's ``precision=``, transformers' ``dtype=``): otherwise
+    the audit measures the precision, not the speculation. ValueError before any model
+    loads."""
+    if a.engine != b.engine:
+        return
+    for key in _NUMERICS:
+        va, vb = getattr(a, key, None), getattr(b, key, None)
+        if va != vb:
+            raise ValueError(
+                f"{a.engine}: the two arms differ in {key} ({va or 'default'} vs "
+                f"{vb or 'default'}): give both the same {key}= (it changes the engine's "
+                "numerics, so the audit would measure it, not the speculation)"
+            )
+
+
 def check_sampling(engine: str, sampling: Sampling) -> None:
     if sampling.max_tokens < 1:
         raise ValueError(f"{engine}: max_tokens must be >= 1, got {sampling.max_tokens}")

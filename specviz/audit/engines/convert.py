@@ -22,7 +22,12 @@ Truncated models (``"smollm2-135m@8"``: the first 8 layers and the LM head) are 
 audit's cheap, *different* draft: a draft with q != p, for the lossy controls.
 
 Conversions run in child processes (their memory goes when they end; a crash in a converter
-cannot take the audit down).
+cannot take the audit down): every step, and the whole build of a missing cache entry -- the
+safetensors folder of a built-in model (dequantized from its GGUF), a truncated draft, the
+greedy check that loads the transformers model next to the converted one -- runs in
+``python -m specviz.audit.engines.convert`` (:func:`_convert_in_child`), so the audit's own
+process never holds those models (on the Qwen pair the first, converting audit peaked at 16 GB
+when they ran in it).
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ __all__ = [
 ]
 
 CONVERTER_ENV = "SPECVIZ_GGUF_CONVERTER"  # path to convert_hf_to_gguf.py (overrides the search)
+_IN_CHILD = "SPECVIZ_CONVERT_IN_CHILD"  # set in the conversion child: build here
+_ERROR_MARK = "specviz-convert-error: "  # the child's last stdout line when it fails
 _PROBE = "The quick brown fox jumps over the lazy dog. The quick brown"
 _PROBE_TOKENS = 6
 _NEAR_TIE = 0.5  # logits: f16/int weights move near ties, a clear margin may not move
@@ -92,19 +99,32 @@ def hf_folder(name: str, *, progress: bool = True) -> Path:
     local model folder), built and verified in specviz's cache when needed."""
     base, layers = parse_model(name)
     if base in _models.BUILTIN_MODELS:
-        _models.load_tokenizer(base, source="local", progress=progress)  # builds/verifies it
         folder = _models.cache_dir() / "models" / _models.BUILTIN_MODELS[base].cache_name
+        if _state(folder)[0] != "ready" and not os.environ.get(_IN_CHILD):
+            _convert_in_child("hf", base, {}, "transformers", progress)
+        _models.load_tokenizer(base, source="local", progress=progress)  # builds/verifies it
     else:
-        folder = Path(base).expanduser()
-        if not (folder / "config.json").is_file():
-            raise FileNotFoundError(
-                f"{base!r} is neither a built-in model ({', '.join(_models.BUILTIN_MODELS)}) "
-                "nor a folder with a config.json"
-            )
+        folder = _check_source(base)
     if layers is None:
         return folder
     dest = _models.cache_dir() / "truncated" / f"{_slug(base)}-layers{layers}"
+    if _state(dest)[0] != "ready" and not os.environ.get(_IN_CHILD):
+        return _convert_in_child("hf", name, {}, "transformers", progress, dest)
     return _cached(dest, lambda tmp: _truncate(base, layers, tmp, progress), progress, "truncate")
+
+
+def _check_source(base: str) -> Path:
+    """A built-in model's name, or a local folder with a ``config.json`` (else a clear error,
+    before any child process or model runs)."""
+    if base in _models.BUILTIN_MODELS:
+        return _models.cache_dir() / "models" / _models.BUILTIN_MODELS[base].cache_name
+    folder = Path(base).expanduser()
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{base!r} is neither a built-in model ({', '.join(_models.BUILTIN_MODELS)}) "
+            "nor a folder with a config.json"
+        )
+    return folder
 
 
 def _truncate(base: str, layers: int, out: Path, progress: bool) -> None:
@@ -219,6 +239,66 @@ def _run(cmd: list[str], engine: str, what: str, timeout: float = 3600) -> str:
     return proc.stdout
 
 
+def _convert_in_child(
+    kind: str, name: str, kw: dict[str, Any], engine: str, progress: bool, dest: Path | None = None
+) -> Path:
+    """Build ``kind``'s cache entry for ``name`` (``hf``: :func:`hf_folder`, ``openvino``:
+    :func:`openvino_model`, ``onnx``: :func:`onnx_model` with ``kw``) in a child process and
+    return ``dest`` once the child published it intact. The child's failure is raised here
+    with its own message (an :class:`~.base.EngineError` naming the engine and the cause)."""
+    import specviz
+
+    root = str(Path(specviz.__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, _IN_CHILD: "1", "PYTHONPATH": path}
+    cmd = [sys.executable, "-m", __name__, kind, name, json.dumps(kw)]
+    proc = subprocess.run(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=None if progress else subprocess.PIPE,
+        text=True,
+        env=env,
+        check=False,
+    )
+    lines = (proc.stdout or "").strip().splitlines()
+    if proc.returncode != 0:
+        if lines and lines[-1].startswith(_ERROR_MARK):
+            err = json.loads(lines[-1][len(_ERROR_MARK) :])
+            cls = {"FileNotFoundError": FileNotFoundError, "ValueError": ValueError}.get(
+                err["type"], EngineError
+            )
+            if cls is EngineError and not err["type"].startswith("Engine"):
+                raise EngineError(
+                    f"{engine}: converting {name} failed: {err['type']}: {err['message']}"
+                )
+            raise cls(err["message"])
+        tail = "\n".join((proc.stderr or "").strip().splitlines()[-8:])
+        raise EngineError(
+            f"{engine}: converting {name} failed in its child process (exit status "
+            f"{proc.returncode}){'; its last lines:' + chr(10) + tail if tail else ''}"
+        )
+    if dest is None:
+        return Path(lines[-1]) if lines else Path()
+    status, why = _state(dest)
+    if status != "ready":
+        raise EngineError(f"{engine}: converting {name} left {dest} {status} ({why})")
+    return dest
+
+
+def _child_main(argv: list[str]) -> int:
+    """``python -m specviz.audit.engines.convert KIND NAME KWARGS_JSON``: one conversion; the
+    last stdout line is the folder, or :data:`_ERROR_MARK` and the error as JSON."""
+    kind, name, kw = argv[0], argv[1], json.loads(argv[2]) if len(argv) > 2 else {}
+    build = {"hf": hf_folder, "openvino": openvino_model, "onnx": onnx_model}[kind]
+    try:
+        folder = build(name, progress=False, **kw)
+    except Exception as err:  # noqa: BLE001 - reported to the parent, which raises it
+        print(_ERROR_MARK + json.dumps({"type": type(err).__name__, "message": str(err)}))
+        return 2
+    print(folder)
+    return 0
+
+
 # ------------------------------------------------------------------------------ checks
 
 
@@ -235,7 +315,7 @@ def _check_greedy(engine: str, hf: Path, prompt: list[int], got: list[int]) -> N
 
     if len(got) < 1:
         raise EngineError(f"{engine}: the converted model generated no token for the probe")
-    model = _models.load_model(str(hf), progress=False)
+    model = _models.load_model(str(hf), progress=False, packed=False)  # one pass: stock kernels
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([prompt + got])).logits[0, len(prompt) - 1 : -1]
     del model
@@ -292,10 +372,15 @@ def openvino_model(name: str, *, progress: bool = True) -> Path:
     truncated one) or a local safetensors folder -- converted once and cached. Usable as
     ``LLMPipeline``'s model and as ``draft_model``."""
     import_engine("openvino_genai", "openvino", "openvino")
-    hf = hf_folder(name, progress=progress)
     base, layers = parse_model(name)
     tag = _slug(base) + (f"-layers{layers}" if layers else "")
     dest = _models.cache_dir() / "openvino" / f"{tag}-f16-v{_FORMAT}"
+    if _state(dest)[0] == "ready":
+        return dest
+    _check_source(base)
+    if not os.environ.get(_IN_CHILD):
+        return _convert_in_child("openvino", name, {}, "openvino", progress, dest)
+    hf = hf_folder(name, progress=progress)
 
     def build(tmp: Path) -> None:
         gguf = tmp / "model.gguf"
@@ -346,10 +431,16 @@ def onnx_model(name: str, *, precision: str = "fp32", progress: bool = True) -> 
     if precision not in ("fp32", "int4", "int8"):
         raise ValueError(f"precision must be fp32, int4 or int8 on CPU, got {precision!r}")
     import_engine("onnxruntime_genai", "onnxruntime-genai", "onnxruntime")
-    hf = hf_folder(name, progress=progress)
     base, layers = parse_model(name)
     tag = _slug(base) + (f"-layers{layers}" if layers else "")
     dest = _models.cache_dir() / "onnx" / f"{tag}-{precision}-v{_FORMAT}"
+    if _state(dest)[0] == "ready":
+        return dest
+    _check_source(base)
+    if not os.environ.get(_IN_CHILD):
+        kw = {"precision": precision}
+        return _convert_in_child("onnx", name, kw, "onnxruntime-genai", progress, dest)
+    hf = hf_folder(name, progress=progress)
 
     def build(tmp: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="specviz-ort-") as scratch:
@@ -410,3 +501,7 @@ def onnx_speculative_folder(target: Path, draft: Path, *, max_draft_tokens: int 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child_main(sys.argv[1:]))

@@ -15,6 +15,12 @@
   sample, and the pipeline is then rebuilt (``reload_after_failure``): in 2026.4.1 every
   request after such a failure silently stops drafting (the engine's counters read 0 drafted,
   0 accepted), so without the rebuild the rest of the arm would measure the plain path.
+* **Precision.** ``precision=bf16|f16|f32`` sets the CPU plugin's ``INFERENCE_PRECISION_HINT``
+  for the target and the draft alike. It changes the engine's numerics (a bf16 engine samples
+  from a slightly different law than an f32 one), so both arms of an audit must carry the same
+  value (:func:`~.base.check_same_numerics`; the raw file's key and the report show it). It
+  does not save memory here: on an avx512_bf16 CPU the 1.5B Qwen f16 IR held 9.25 GB with and
+  without ``bf16`` (the compiled model exported with ``CACHE_DIR`` is f32: 6.2 GB).
 * **Batches.** ``batch > 1`` sends that many requests at once to a
   ``ContinuousBatchingPipeline`` (one config, with its own seed, per request) -- much faster on
   the CPU; per-request counters are then not available. A batch that raises is retried one
@@ -33,6 +39,8 @@ from .convert import openvino_model, parse_model
 
 __all__ = ["OpenVINOEngine"]
 
+_PRECISIONS = ("bf16", "f16", "f32")
+
 
 @dataclass
 class OpenVINOEngine(Engine):
@@ -48,6 +56,7 @@ class OpenVINOEngine(Engine):
     batch: int = 1
     reload_after_failure: bool = True
     reload: int | None = None  # the spec's reload=0|1 (reload_after_failure)
+    precision: str | None = None  # INFERENCE_PRECISION_HINT (both models); None: the plugin's
     engine: str = "openvino"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -56,6 +65,11 @@ class OpenVINOEngine(Engine):
             raise ValueError("openvino: a draft model and prompt lookup exclude each other")
         if self.batch < 1:
             raise ValueError(f"openvino: batch must be >= 1, got {self.batch}")
+        if self.precision is not None and self.precision not in _PRECISIONS:
+            raise ValueError(
+                f"openvino: precision must be one of {', '.join(_PRECISIONS)}, got "
+                f"{self.precision!r}"
+            )
         if self.reload is not None:
             self.reload_after_failure = bool(self.reload)
         self.speculation = "draft" if self.draft else ("lookup" if self.lookup else "off")
@@ -74,6 +88,8 @@ class OpenVINOEngine(Engine):
         props: dict[str, Any] = {}
         if self.threads:
             props["INFERENCE_NUM_THREADS"] = int(self.threads)
+        if self.precision:
+            props["INFERENCE_PRECISION_HINT"] = self.precision
         if self.draft is not None:
             draft = target if self.draft in ("target", self.model) else self._folder(self.draft)
             props["draft_model"] = g.draft_model(str(draft), "CPU", **props)

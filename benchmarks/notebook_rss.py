@@ -52,15 +52,18 @@ def run(path: Path, timeout: int, top: int) -> tuple[str, float, float]:
     saved = dict(os.environ)
     os.environ.update(env)  # the kernel inherits this process's environment
     t0 = time.perf_counter()
+    failed = ""
     try:
         client.execute(cwd=str(ROOT / "notebooks"))
+    except Exception as err:  # noqa: BLE001 -- report the peak up to the failing cell
+        failed = f", FAILED: {type(err).__name__}: {str(err).strip().splitlines()[-1][:200]}"
     finally:
         os.environ.clear()
         os.environ.update(saved)
     wall = time.perf_counter() - t0
-    peak = max(r[2]["VmHWM"] for r in rows)
+    peak = max((r[2]["VmHWM"] for r in rows), default=0)
     print(f"== {path.name}: kernel peak RSS {peak / GIB:.2f} GiB ({peak / 1e9:.2f} GB), "
-          f"{wall:.0f} s wall, {len(rows)} code cells", flush=True)  # fmt: skip
+          f"{wall:.0f} s wall, {len(rows)} code cells{failed}", flush=True)  # fmt: skip
     prev = 0
     raises = []
     for i, first, s in rows:

@@ -45,6 +45,7 @@ from .packed import (
     packing_available,
     route_packed,
     stock_linears,
+    touch_dense,
     use_packed_weights,
 )
 from .threads import torch_threads
@@ -351,6 +352,7 @@ def _switch_lean(model: Any, kernels: str) -> None:
         pack_lean(model)  # dense pages dropped layer by layer as each is packed
     else:
         use_packed_weights(model, False)  # packed copies freed (and trimmed): stock reads dense
+        touch_dense(model)  # its dropped pages mapped again before anything is timed
 
 
 def _step(times: dict[tuple[str, int, str], list[float]], k: str, t: int, i: int) -> float:

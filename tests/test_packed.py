@@ -231,3 +231,25 @@ def test_freed_weights_of_a_mapped_file_leave_memory(tmp_path):
     anon = torch.ones(n)
     _release_file_pages(anon, _file_mappings())
     assert float(anon.sum()) == n and float(keep[3]) == 3.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/pagemap").exists(), reason="needs Linux pagemap")
+def test_pages_of_a_weight_in_use_are_dropped_only_while_unwritten(tmp_path):
+    """A weight that stays in use (a tied embedding, the dense copy while kernels are timed)
+    may lose its resident pages only while they are the file's: it then reads the same values
+    again. A written page of the private mapping holds the edit and must stay (negative
+    control: dropping it regardless brings back the file's value)."""
+    from specviz.core.packed import _file_mappings, _release_file_pages
+
+    n = 4 * 2**20 // 4
+    path = tmp_path / "weights.bin"
+    torch.arange(n, dtype=torch.float32).numpy().tofile(path)
+    w = torch.from_file(str(path), shared=False, size=n, dtype=torch.float32)
+    total = float(w.double().sum())
+    assert _release_file_pages(w, _file_mappings(), clean_only=True)  # clean: dropped
+    assert float(w.double().sum()) == total  # and read again from the file
+    w[5000] = -1.0  # one page now holds an edit
+    assert not _release_file_pages(w, _file_mappings(), clean_only=True)
+    assert float(w[5000]) == -1.0
+    assert _release_file_pages(w, _file_mappings())  # unconditional: only for freed weights
+    assert float(w[5000]) == 5000.0  # the edit is gone: why in-use weights need the check

@@ -38,11 +38,14 @@ from .kernel_report import SHAPES, KernelReport, KernelTiming
 from .packed import (
     _packable,
     dense_dropped,
+    file_backed_share,
+    pack_lean,
     packed_layers,
     packed_shapes,
     packing_available,
     route_packed,
     stock_linears,
+    touch_dense,
     use_packed_weights,
 )
 from .threads import torch_threads
@@ -113,7 +116,11 @@ def use_fastest_kernels(
     a measurement taken while the load average exceeded the core count is taken again once
     the machine is quiet).
     ``keep_dense=False`` frees the dense weights when packed wins both shapes, and then
-    chooses one kernel for both shapes (a mix needs both copies). ``mode="packed"`` /
+    chooses one kernel for both shapes (a mix needs both copies); for weights mapped from a
+    file (what :func:`specviz.models.load_model` loads) it also times with one copy resident
+    at a time: the model is packed for each round's packed variants, each dense layer's pages
+    dropped as soon as it is packed (read again from the page cache by the stock variants),
+    and unpacked for the stock ones -- timing a 1.5B model no longer holds its 6 GB twice. ``mode="packed"`` /
     ``"stock"`` applies that without measuring (``source="forced"``). A model that is not a
     CPU float32/bfloat16 model, or a PyTorch without oneDNN, is left as it is
     (``source="unavailable"``).
@@ -147,7 +154,7 @@ def use_fastest_kernels(
         report = _choose(cached, counts, source="cache")
     else:
         report = _measure(model, name, host["name"], gamma, context, counts, rounds, budget_s,
-                          progress)  # fmt: skip
+                          progress, keep_dense)  # fmt: skip
         if path is not None:
             report = kc.write(path, host, report)
     decode, verify = report.decode == "packed", report.verify == "packed"
@@ -236,6 +243,7 @@ def _measure(
     rounds: int,
     budget_s: float,
     progress: bool,
+    keep_dense: bool = True,
 ) -> KernelReport:
     from .runners import HFRunner
 
@@ -246,8 +254,17 @@ def _measure(
         )
     was = packed_shapes(model)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-    use_packed_weights(model)  # both copies while measuring; the loser is freed afterwards
-    route_packed(model, decode=True, verify=True)
+    # keep_dense=False on weights mapped from a file: one copy resident at a time -- the model
+    # is packed for the packed variants (each dense layer's pages dropped once packed, read
+    # again from the file for the stock ones) and unpacked for the stock ones; otherwise both
+    # copies while measuring, the loser freed afterwards
+    lean = not keep_dense and file_backed_share(model) >= 0.5
+    switch = (lambda kernels: _switch_lean(model, kernels)) if lean else None
+    if lean:
+        use_packed_weights(model, False)
+    else:
+        use_packed_weights(model)
+        route_packed(model, decode=True, verify=True)
     vocab = min(int(getattr(model.config, "vocab_size", 1000) or 1000), 1000)
     g = torch.Generator().manual_seed(0)
     ctx = torch.randint(0, vocab, (context,), generator=g)
@@ -260,9 +277,11 @@ def _measure(
         print(f"specviz: timing {name}'s kernels (packed, stock) x threads {counts}, once per "
               "host", flush=True)  # fmt: skip
     try:
-        times = _time_rounds(model, HFRunner(model), ctx, feeds, counts, rounds, budget_s)
+        times = _time_rounds(model, HFRunner(model), ctx, feeds, counts, rounds, budget_s,
+                             switch)  # fmt: skip
     except BaseException:  # leave the model as it was
         if any(was):
+            use_packed_weights(model)
             route_packed(model, decode=was[0], verify=was[1])
         else:
             use_packed_weights(model, False)
@@ -286,17 +305,31 @@ def _time_rounds(
     counts: tuple[int, ...],
     rounds: int,
     budget_s: float,
+    switch: Any = None,
 ) -> dict[tuple[str, int, str], list[float]]:
     """Seconds per (kernels, threads, shape), one per round; every round times every variant,
-    in an order rotated each round; round -1 only warms up (first calls pay)."""
+    in an order rotated each round; round -1 only warms up (first calls pay). ``switch``
+    (lean measuring): called with "packed" / "stock" to put the model in that state before a
+    variant of the other; the variants then run kernel by kernel, the kernel order reversed
+    each round (stock packed, packed stock, ...: one switch per round)."""
     times: dict[tuple[str, int, str], list[float]] = {}
     t_start = time.perf_counter()
     runner.extend(ctx, 1)
     live = list(counts)
+    state = "stock"
     for r in range(-1, rounds):
-        variants = [(k, t) for t in live for k in ("stock", "packed")]
-        shift = max(r, 0) % len(variants)
-        for kernels, t in variants[shift:] + variants[:shift]:
+        if switch is None:
+            variants = [(k, t) for t in live for k in ("stock", "packed")]
+            shift = max(r, 0) % len(variants)
+            order = variants[shift:] + variants[:shift]
+        else:
+            kinds = [state, "packed" if state == "stock" else "stock"]
+            shift = max(r, 0) % len(live)
+            order = [(k, t) for k in kinds for t in live[shift:] + live[:shift]]
+        for kernels, t in order:
+            if switch is not None and kernels != state:
+                switch(kernels)
+                state = kernels
             pause = stock_linears(model) if kernels == "stock" else contextlib.nullcontext()
             with pause, torch_threads(t):
                 for shape, feed in feeds.items():
@@ -312,6 +345,14 @@ def _time_rounds(
         if r >= 1 and time.perf_counter() - t_start > budget_s:
             break
     return times
+
+
+def _switch_lean(model: Any, kernels: str) -> None:
+    if kernels == "packed":
+        pack_lean(model)  # dense pages dropped layer by layer as each is packed
+    else:
+        use_packed_weights(model, False)  # packed copies freed (and trimmed): stock reads dense
+        touch_dense(model)  # its dropped pages mapped again before anything is timed
 
 
 def _step(times: dict[tuple[str, int, str], list[float]], k: str, t: int, i: int) -> float:

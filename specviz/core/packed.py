@@ -135,11 +135,15 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
         dropped = [m for m in model.modules() if m.__dict__.get(_DROPPED, False)]
         if dropped:
             raise _dense_dropped_error("unpacking")
+        freed = False
         for module in model.modules():
             if _PACKED in module.__dict__:
                 del module.__dict__[_PACKED]
                 for key in ("forward", _PAUSED, _SHAPES, _SOURCE):
                     module.__dict__.pop(key, None)
+                freed = True
+        if freed:
+            trim_heap()  # the packed copies' pages back to the OS, not kept by the allocator
         return 0
     if not packing_available():
         raise RuntimeError("packed weights need PyTorch's oneDNN (mkldnn) CPU backend")
@@ -204,8 +208,13 @@ def _storage_uses(model: nn.Module) -> dict[int, int]:
 
 def _drop_dense(m: nn.Module, uses: dict[int, int], files: list[tuple[int, int]]) -> None:
     w = m.weight
-    if m.__dict__.get(_DROPPED, False) or uses.get(w.untyped_storage().data_ptr(), 0) > 1:
-        return  # already freed, or tied: something else reads these values
+    if m.__dict__.get(_DROPPED, False):
+        return
+    if uses.get(w.untyped_storage().data_ptr(), 0) > 1:
+        # tied (an output head tied to the embeddings): something else reads these values, so
+        # the weight stays; its clean file pages go (an embedding lookup re-reads its rows)
+        _release_file_pages(w, files, clean_only=True)
+        return
     placeholder = torch.zeros((), dtype=w.dtype, device=w.device).expand(w.shape)
     _release_file_pages(w, files)
     m.weight = nn.Parameter(placeholder, requires_grad=False)
@@ -229,31 +238,122 @@ def _file_mappings() -> list[tuple[int, int]]:
     return out
 
 
-def _release_file_pages(w: torch.Tensor, files: list[tuple[int, int]]) -> None:
-    """Drop the resident pages of a freed weight that lives in a memory-mapped file.
+def _release_file_pages(
+    w: torch.Tensor, files: list[tuple[int, int]], *, clean_only: bool = False
+) -> bool:
+    """Drop the resident pages of a weight that lives in a memory-mapped file; True if done.
 
-    transformers loads safetensors weights as views of one mapping of the file, which stays
-    mapped while any weight of the file lives: freeing a packed layer's dense tensor leaves its
-    pages resident (read while packing), so a packed model would cost its size twice in RSS.
-    ``madvise(MADV_DONTNEED)`` on the whole pages inside the weight returns them; the mapping is
-    read-only file data, so a later read (never made: the weight is freed) would re-read the
-    file. Anonymous memory is left to the allocator.
+    transformers loads safetensors weights as views of one private mapping of the file, which
+    stays mapped while any weight of the file lives: freeing a packed layer's dense tensor
+    leaves its pages resident (read while packing), so a packed model would cost its size twice
+    in RSS. ``madvise(MADV_DONTNEED)`` on the whole pages inside the weight returns them; a
+    later read re-reads the file (from the page cache). ``clean_only=True`` is for a weight that
+    stays in use (tied embeddings, the dense copy while packed kernels are timed): its pages are
+    dropped only if none was written since the file was mapped (``/proc/self/pagemap``), since
+    dropping a written page of a private mapping would bring back the file's values. Anonymous
+    memory is left to the allocator.
     """
     if not files or w.device.type != "cpu" or not w.is_contiguous():
-        return
+        return False
     start, nbytes = w.data_ptr(), w.numel() * w.element_size()
     if not any(lo <= start and start + nbytes <= hi for lo, hi in files):
-        return
+        return False
     import ctypes
     import mmap
 
     page = mmap.PAGESIZE
     lo, hi = -(-start // page) * page, (start + nbytes) // page * page
-    if hi <= lo:
-        return
+    if hi <= lo or (clean_only and not _clean_pages(lo, hi)):
+        return False
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), mmap.MADV_DONTNEED)
+    return libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), mmap.MADV_DONTNEED) == 0
+
+
+def _clean_pages(lo: int, hi: int) -> bool:
+    """No page of ``[lo, hi)`` (page-aligned, in a file mapping) has been written: each is
+    either not resident or a page of the file (``/proc/self/pagemap``: bit 63 present, bit 61
+    file page; a written page of a private mapping is an anonymous copy). False if unknown."""
+    import mmap
+
+    page = mmap.PAGESIZE
+    try:
+        with open("/proc/self/pagemap", "rb") as f:
+            f.seek(lo // page * 8)
+            data = f.read((hi - lo) // page * 8)
+    except OSError:
+        return False
+    if len(data) != (hi - lo) // page * 8:
+        return False
+    entries = torch.frombuffer(bytearray(data), dtype=torch.int64)
+    written = (entries < 0) & (((entries >> 61) & 1) == 0)  # present, not a file page
+    return not bool(written.any())
+
+
+def trim_heap() -> None:
+    """Return freed heap memory to the OS (glibc ``malloc_trim``; nothing elsewhere).
+
+    Freed packed copies of the smaller matrices live on the heap (glibc raises its mmap
+    threshold after the first large frees), where free pages stay resident until trimmed."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.malloc_trim(0)
+
+
+def file_backed_share(model: nn.Module) -> float:
+    """The share of ``model``'s packable linear-weight bytes that lie in a file mapping (a
+    safetensors file loaded by transformers), so their resident pages can be dropped and read
+    again from the file: 0 for a model built in memory or converted on load."""
+    files = _file_mappings()
+    total = mapped = 0
+    for m in model.modules():
+        if _packable(m) and not m.__dict__.get(_DROPPED, False):
+            w = m.weight
+            n = w.numel() * w.element_size()
+            total += n
+            s = w.data_ptr()
+            if w.is_contiguous() and any(lo <= s and s + n <= hi for lo, hi in files):
+                mapped += n
+    return mapped / total if total else 0.0
+
+
+def touch_dense(model: nn.Module) -> None:
+    """Read one value per page of every packable layer's dense weight, so pages dropped by
+    :func:`pack_lean` are mapped again before the stock kernels are timed (a timed call would
+    otherwise pay the page faults)."""
+    import mmap
+
+    with torch.no_grad():
+        for m in model.modules():
+            if _packable(m) and not m.__dict__.get(_DROPPED, False):
+                w = m.weight.detach()
+                if w.is_contiguous() and w.numel():
+                    w.reshape(-1)[:: max(1, mmap.PAGESIZE // w.element_size())].sum()
+
+
+def pack_lean(model: nn.Module) -> int:
+    """Pack ``model`` (as :func:`use_packed_weights`) layer by layer, dropping each packed
+    layer's resident dense pages right after packing it wherever they are clean pages of a file
+    mapping: the dense weights stay usable (the stock kernels read them again from the file,
+    through the page cache) but never resident at once with the packed copies. Used while
+    :func:`specviz.use_fastest_kernels` times both kernels of a model loaded with
+    ``keep_dense=False``. Returns the number of layers packed."""
+    if not packing_available():
+        raise RuntimeError("packed weights need PyTorch's oneDNN (mkldnn) CPU backend")
+    files = _file_mappings()
+    layers = [m for m in model.modules() if _packable(m)]
+    for m in layers:
+        if _PACKED not in m.__dict__:
+            _pack(m)
+            m.__dict__["forward"] = _packed_forward.__get__(m)
+        elif _stale(m):
+            _pack(m)
+        if not m.__dict__.get(_DROPPED, False):
+            _release_file_pages(m.weight, files, clean_only=True)
+    return len(layers)
 
 
 def dense_dropped(model: nn.Module) -> int:

@@ -49,7 +49,8 @@ def load_model(
     without measuring, ``packed=False`` keeps the stock kernels (the opt-out);
     ``SPECVIZ_KERNELS=packed|stock`` sets the default. Packed weights cost a second copy of the
     linear layers; with ``keep_dense=False`` the packed copy replaces the dense one wherever
-    nothing else reads it (the stock kernels, training and ``stock_linears`` then raise).
+    nothing else reads it (the stock kernels, training and ``stock_linears`` then raise), and
+    timing the two kernels holds one copy resident at a time (peak memory ~ one copy).
     """
     if not keep_dense and packed is False:
         raise ValueError("keep_dense=False frees the dense weights after packing: pass packed=True")

@@ -13,6 +13,9 @@ class Memo(Engine):
         super().__init__(spec=inner.spec, label=inner.label, engine=inner.engine)
         self.inner, self.seen = inner, {}
         self.first_token_from_target = inner.first_token_from_target
+        for key in ("precision", "dtype"):  # what the audit's same-numerics check compares
+            if hasattr(inner, key):
+                setattr(self, key, getattr(inner, key))
 
     def load(self) -> None:
         pass

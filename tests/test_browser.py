@@ -321,13 +321,13 @@ def test_grid_explorer_dropdown_redraws_in_chromium(chromium, tmp_path):
                     .last
                 )
                 assert explorer.locator(".widget-dropdown select").count() == 4
-                assert any(t.startswith("prompt_lookup, all, gamma=") for t in _plot_titles(page))
+                assert any(t.startswith("prompt_lookup, structured, gamma=") for t in _plot_titles(page))
                 explorer.scroll_into_view_if_needed()
                 explorer.screenshot(path=f"{shot}_before.png")
                 explorer.locator(".widget-dropdown select").first.select_option("suffix")
                 page.wait_for_function(
                     """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
-                            .some(e => e.textContent.startsWith('suffix, all, gamma='))""",
+                            .some(e => e.textContent.startsWith('suffix, structured, gamma='))""",
                     timeout=60_000,
                 )
                 page.wait_for_timeout(500)

@@ -321,7 +321,9 @@ def test_grid_explorer_dropdown_redraws_in_chromium(chromium, tmp_path):
                     .last
                 )
                 assert explorer.locator(".widget-dropdown select").count() == 4
-                assert any(t.startswith("prompt_lookup, structured, gamma=") for t in _plot_titles(page))
+                assert any(
+                    t.startswith("prompt_lookup, structured, gamma=") for t in _plot_titles(page)
+                )
                 explorer.scroll_into_view_if_needed()
                 explorer.screenshot(path=f"{shot}_before.png")
                 explorer.locator(".widget-dropdown select").first.select_option("suffix")

@@ -95,6 +95,16 @@ def _packed_forward(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return _packed_linear(x.contiguous(), d[_PACKED], module.bias)
 
 
+def _ensure_packed(m: nn.Module) -> None:
+    """Pack ``m`` (and route its forward through the packed kernel), or repack it when its
+    weight changed since it was packed."""
+    if _PACKED not in m.__dict__:
+        _pack(m)
+        m.__dict__["forward"] = _packed_forward.__get__(m)
+    elif _stale(m):
+        _pack(m)
+
+
 def _pack(m: nn.Module) -> None:
     w = m._parameters["weight"]
     with torch.no_grad():
@@ -156,11 +166,7 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
     uses = None if keep_dense else _storage_uses(model)
     files = [] if keep_dense else _file_mappings()
     for m in layers:
-        if _PACKED not in m.__dict__:
-            _pack(m)
-            m.__dict__["forward"] = _packed_forward.__get__(m)
-        elif _stale(m):
-            _pack(m)
+        _ensure_packed(m)
         if uses is not None:
             _drop_dense(m, uses, files)  # layer by layer: the copies never coexist whole
     return len(layers)
@@ -346,11 +352,7 @@ def pack_lean(model: nn.Module) -> int:
     files = _file_mappings()
     layers = [m for m in model.modules() if _packable(m)]
     for m in layers:
-        if _PACKED not in m.__dict__:
-            _pack(m)
-            m.__dict__["forward"] = _packed_forward.__get__(m)
-        elif _stale(m):
-            _pack(m)
+        _ensure_packed(m)
         if not m.__dict__.get(_DROPPED, False):
             _release_file_pages(m.weight, files, clean_only=True)
     return len(layers)

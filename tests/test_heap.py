@@ -12,10 +12,10 @@ from specviz.core import heap
 
 
 def _faults(keep: bool) -> int:
-    """Minor page faults of 12 allocate-fill-free rounds of a 64 MiB tensor."""
+    """Minor page faults of 24 allocate-fill-free rounds of a 64 MiB tensor."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     with heap.reuse_freed_memory(keep):
-        for _ in range(12):
+        for _ in range(24):
             x = torch.empty(16 << 20)  # 64 MiB of float32
             x.fill_(1.0)
             del x
@@ -27,8 +27,10 @@ def test_kept_blocks_are_not_faulted_in_again():
     pages = (64 << 20) // resource.getpagesize()
     plain = _faults(False)  # the negative control: every round faults the block in again
     kept = _faults(True)
-    assert plain > 6 * pages
-    assert kept < 3 * pages
+    assert plain > 12 * pages  # ~24 blocks faulted in
+    # kept: the block is faulted in once, and glibc re-faults some rounds' (measured 1-5 blocks'
+    # worth of 24); what matters is a several-fold cut
+    assert kept < plain / 3, (kept, plain)
     assert heap._depth == 0
 
 

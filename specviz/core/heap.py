@@ -17,7 +17,7 @@ import ctypes
 import sys
 from collections.abc import Iterator
 
-__all__ = ["reuse_freed_memory"]
+__all__ = ["reuse_freed_memory", "trim_heap"]
 
 # mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
@@ -66,4 +66,11 @@ def reuse_freed_memory(enabled: bool = True) -> Iterator[None]:
         if _depth == 0:
             for param, value in _AFTER.items():
                 _LIBC.mallopt(param, value)
-            _LIBC.malloc_trim(0)  # give the kept memory back
+            trim_heap()  # give the kept memory back
+
+
+def trim_heap() -> None:
+    """Return freed heap memory to the OS (glibc ``malloc_trim``; nothing elsewhere): freed
+    blocks below the mmap threshold stay resident with the allocator until trimmed."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)

@@ -41,6 +41,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .heap import trim_heap
+
 _PACKED = "_specviz_packed_weight"
 _PAUSED = "_specviz_packed_paused"
 _DROPPED = "_specviz_dense_dropped"
@@ -294,19 +296,6 @@ def _clean_pages(lo: int, hi: int) -> bool:
     entries = torch.frombuffer(bytearray(data), dtype=torch.int64)
     written = (entries < 0) & (((entries >> 61) & 1) == 0)  # present, not a file page
     return not bool(written.any())
-
-
-def trim_heap() -> None:
-    """Return freed heap memory to the OS (glibc ``malloc_trim``; nothing elsewhere).
-
-    Freed packed copies of the smaller matrices live on the heap (glibc raises its mmap
-    threshold after the first large frees), where free pages stay resident until trimmed."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None)
-        libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        libc.malloc_trim(0)
 
 
 def file_backed_share(model: nn.Module) -> float:

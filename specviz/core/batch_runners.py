@@ -121,24 +121,33 @@ def _sdpa_gqa(device: torch.device, columns: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _grouped_attention(device: torch.device, rows: int) -> Iterator[None]:
+def _grouped_attention(device: torch.device, rows: int, cache: Any = None) -> Iterator[None]:
     """On CPU, batched calls (several rows) attend with :func:`grouped_attention` instead of
     SDPA: with the masked batch cache's boolean mask and short queries, PyTorch's CPU SDPA
     kernel spends its time on per-(row, head) overhead, not arithmetic (a 1,000-row verify
     pass of SmolLM2: 26 ms per layer against 10 ms in two matmuls, at 2 threads; in bfloat16
-    18 against 4). One row keeps SDPA, so the serial engine's logits are untouched."""
+    18 against 4). One row keeps SDPA, so the serial engine's logits are untouched. The
+    ``cache``'s shared-prompt layers (:class:`~specviz.core.shared_prefix.SharedPrefixLayer`)
+    hand it their rows' own columns only, and it reads the prompt once for all rows."""
     if rows < 2 or device.type != "cpu":
         yield
         return
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+    shared = [lay for lay in getattr(cache, "layers", ()) if hasattr(lay, "prefix_keys")]
     local = ALL_ATTENTION_FUNCTIONS._local_mapping
     before = local.get("sdpa")
     fallback = ALL_ATTENTION_FUNCTIONS["sdpa"]
-    ALL_ATTENTION_FUNCTIONS["sdpa"] = functools.partial(grouped_attention, fallback=fallback)
+    ALL_ATTENTION_FUNCTIONS["sdpa"] = functools.partial(
+        grouped_attention, fallback=fallback, layers=getattr(cache, "layers", None)
+    )
+    for lay in shared:
+        lay.split = True
     try:
         yield
     finally:
+        for lay in shared:
+            lay.split = False
         if before is None:
             local.pop("sdpa", None)
         else:
@@ -146,7 +155,7 @@ def _grouped_attention(device: torch.device, rows: int) -> Iterator[None]:
 
 
 def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                      is_causal=None, *, fallback, **kwargs):  # fmt: skip
+                      is_causal=None, *, fallback, layers=None, **kwargs):  # fmt: skip
     """transformers' attention-function contract (query [B, Hq, q, D], key/value
     [B, Hkv, kv, D], a boolean mask [B, 1, q, kv]; returns [B, q, Hq, D], None) as two
     matmuls per key/value head: the Hq / Hkv query heads that share a key/value head are
@@ -154,7 +163,15 @@ def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     head. Scores and softmax in float32; a masked score is the float32 minimum, not -inf,
     so a fully masked query (a hole's column) gets finite weights instead of NaN (its output
     is never read). Anything else (no mask, a float mask, dropout, soft-capping, attention
-    sinks, position bias, another device) goes to ``fallback``, transformers' SDPA."""
+    sinks, position bias, another device) goes to ``fallback``, transformers' SDPA.
+
+    When ``layers[module.layer_idx]`` is a split shared-prompt layer, key/value are the rows'
+    own columns and the prompt's [1, Hkv, P, D] block comes from the layer: its scores and
+    its share of the output are one [B * rep * q, D] x [D, P] product per key/value head for
+    all rows together."""
+    idx = getattr(module, "layer_idx", None)
+    layer = layers[idx] if layers is not None and idx is not None and idx < len(layers) else None
+    prefix = layer if getattr(layer, "split", False) else None
     unusual = any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "position_bias"))
     if (
         attention_mask is None
@@ -165,6 +182,8 @@ def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, sc
         or query.device.type != "cpu"
         or query.shape[1] % key.shape[1]
     ):
+        if prefix is not None:
+            key, value = prefix.whole(key, value)
         return fallback(module, query, key, value, attention_mask, dropout=dropout,
                         scaling=scaling, is_causal=is_causal, **kwargs)  # fmt: skip
     B, Hq, q, D = query.shape
@@ -173,10 +192,22 @@ def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     scale = D**-0.5 if scaling is None else scaling
     grouped = query.reshape(B, Hkv, rep * q, D)  # query head j * rep + r -> kv head j
     scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scale  # [B, Hkv, rep*q, kv]
-    mask = attention_mask.expand(B, 1, q, kv).unsqueeze(2).expand(B, 1, rep, q, kv)
-    scores.masked_fill_(~mask.reshape(B, 1, rep * q, kv), torch.finfo(torch.float32).min)
+    P = 0
+    if prefix is not None:
+        P = prefix.prefix_length
+        by_head = grouped.transpose(0, 1).reshape(Hkv, B * rep * q, D)
+        shared = torch.matmul(by_head, prefix.prefix_keys[0].transpose(-1, -2))  # [Hkv, B*rep*q, P]
+        shared = shared.view(Hkv, B, rep * q, P).transpose(0, 1).float() * scale
+        scores = torch.cat([shared, scores], dim=-1)  # [B, Hkv, rep*q, P + kv]
+    full = P + kv
+    mask = attention_mask.expand(B, 1, q, full).unsqueeze(2).expand(B, 1, rep, q, full)
+    scores.masked_fill_(~mask.reshape(B, 1, rep * q, full), torch.finfo(torch.float32).min)
     weights = torch.softmax(scores, dim=-1).to(value.dtype)
-    out = torch.matmul(weights, value).view(B, Hq, q, D)  # [B, Hq, q, D]
+    out = torch.matmul(weights[..., P:], value)  # [B, Hkv, rep*q, D]
+    if prefix is not None:
+        w = weights[..., :P].transpose(0, 1).reshape(Hkv, B * rep * q, P)
+        out += torch.matmul(w, prefix.prefix_values[0]).view(Hkv, B, rep * q, D).transpose(0, 1)
+    out = out.view(B, Hq, q, D)  # [B, Hq, q, D]
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -216,7 +247,7 @@ class BatchRunner:
             torch.inference_mode(),
             torch_threads(threads),
             _sdpa_gqa(self.device, tokens.shape[1]),
-            _grouped_attention(self.device, tokens.shape[0]),
+            _grouped_attention(self.device, tokens.shape[0], self.cache),
         ):
             if return_hidden:
                 return self._forward_hidden(tokens, positions, num_logits)
@@ -331,7 +362,9 @@ class BatchRunner:
                 self.model(
                     input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_kw: self.cache}
                 )
-        self.cache.batch_repeat_interleave(batch)
+        from .shared_prefix import share_prefix
+
+        share_prefix(self.cache, batch)  # the prompt's KV once, not once per row
         self.mask = torch.ones(batch, prompt.numel(), dtype=torch.bool, device=self.device)
         return hidden
 

@@ -232,9 +232,15 @@ class BatchRunner:
         valid: torch.Tensor,
         num_logits: int,
         return_hidden: bool = False,
+        defer_last: bool = False,
     ):
         """tokens, valid: [B, m] -> logits [B, num_logits, V] (float32); with
         ``return_hidden`` also the final normed hidden states of all m columns, [B, m, H].
+
+        ``defer_last`` (a model whose logits are its output embedding, see
+        :meth:`can_defer`): the last column's logits are left out ([B, num_logits - 1, V]) and
+        computed later only for the rows that need them (:meth:`deferred_logits`) -- a verify
+        pass needs its bonus law only where every draft was accepted.
 
         Not under inference_mode itself: the mask must stay an ordinary tensor so rollback
         can clear bits in place."""
@@ -249,9 +255,24 @@ class BatchRunner:
             _sdpa_gqa(self.device, tokens.shape[1]),
             _grouped_attention(self.device, tokens.shape[0], self.cache),
         ):
+            if defer_last:
+                logits, hidden = self._forward_hidden(tokens, positions, num_logits, skip_last=True)
+                self._deferred = hidden[:, -1].contiguous()  # [B, H]
+                return (logits, hidden) if return_hidden else logits
             if return_hidden:
                 return self._forward_hidden(tokens, positions, num_logits)
             return self._forward(tokens, positions, num_logits)
+
+    def can_defer(self) -> bool:
+        """Whether :meth:`extend` may defer its last column's logits (a plain output head)."""
+        return self._plain_head()
+
+    def deferred_logits(self, rows: torch.Tensor) -> torch.Tensor:
+        """The deferred last column's logits of ``rows`` (indices into the last
+        ``extend(defer_last=True)`` call's rows) -> [n, V] float32."""
+        h = self._deferred[rows.to(self.device)]
+        with torch.inference_mode(), torch_threads(batch_threads(self.model, h.shape[0])):
+            return self.model.get_output_embeddings()(h).float()
 
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, num_logits: int):
         if tokens.shape[0] > 1 and num_logits < tokens.shape[1] and self._plain_head():
@@ -271,7 +292,9 @@ class BatchRunner:
         )
         return out.logits[:, -num_logits:].float()
 
-    def _forward_hidden(self, tokens: torch.Tensor, positions: torch.Tensor, num_logits: int):
+    def _forward_hidden(
+        self, tokens: torch.Tensor, positions: torch.Tensor, num_logits: int, skip_last=False
+    ):
         m = self.model
         base = m.get_decoder() if hasattr(m, "get_decoder") else m.model
         out = base(
@@ -282,8 +305,11 @@ class BatchRunner:
             **{self._cache_kw: self.cache},
         )
         hidden = out.last_hidden_state  # [B, m, H]
-        logits = m.get_output_embeddings()(hidden[:, -num_logits:].contiguous()).float()
-        return logits, hidden
+        end = hidden.shape[1] - 1 if skip_last else hidden.shape[1]
+        logits = m.get_output_embeddings()(
+            hidden[:, end - num_logits + skip_last : end].contiguous()
+        )
+        return logits.float(), hidden
 
     def _plain_head(self) -> bool:
         """The model's logits are its output embedding of the final hidden states, nothing
@@ -454,6 +480,9 @@ class ToyBatchRunner:
             if cols:
                 drop[torch.tensor(cols)] = False
             self.mask[b, start:] &= ~drop
+
+    def can_defer(self) -> bool:
+        return False
 
     def prefill_shared(self, prompt: torch.Tensor, return_hidden: bool = False) -> None:
         if return_hidden:

@@ -42,6 +42,7 @@ from ..drafting.base import Draft, TreeDraft
 from ..drafting.model_loop import sample_rows
 from ..drafting.policies import GammaPolicy
 from ..verification.base import VERIFIERS, Verdict, VerifierSpec
+from ..verification.lossless import gather_laws
 from .drafts import DraftSource
 from .inputs import check_count, check_draft, check_target_logits
 from .records import _positions, _tree_nodes, rank_stats
@@ -135,7 +136,7 @@ class Decoder:
         dgs = self._draft(self._plan())
         call = _Call(dgs, t_draft, time.perf_counter())
         self._forward(call)
-        verdicts = self._verify(dgs, call.p_all, self.groups)
+        verdicts = self._verify(dgs, call.p_all, self.groups, call.bonus)
         call.t_done = time.perf_counter()
         self.draft_seconds += call.t_verify - call.t_draft
         self.verify_seconds += call.t_done - call.t_verify
@@ -172,7 +173,11 @@ class Decoder:
             logits, call.hidden = self.target.forward_tree(call.feeds, parents, hidden)
         else:
             width = max(dg.tokens.numel() for dg in dgs) + 1
-            logits, call.hidden = self.target.forward(call.feeds, width, hidden)
+            if self._defer_bonus(call, width):
+                logits, call.hidden = self.target.forward(call.feeds, width, hidden, True)
+                call.bonus = _BonusLaws(self.target, self.params)
+            else:
+                logits, call.hidden = self.target.forward(call.feeds, width, hidden)
         self.calls += 1
         check_target_logits(logits)
         if self.vocab is None:  # a model whose width was not known before its first call
@@ -184,6 +189,26 @@ class Decoder:
                 )
         # [G, m, V]
         call.p_all = logits if self.logits_suffice else logits_to_probs(logits, self.params)
+
+    def _defer_bonus(self, call: _Call, width: int) -> bool:
+        """Leave the bonus column's laws (the target's law after the last draft) for later:
+        only rows that accept every draft use them, and with a weak draft that is a few
+        percent of rows -- the LM head on that column was ~7% of a consistency check's model
+        time. Only where the whole step is verified by a batch rule that can ask for them
+        (``verify_groups``) and nothing else reads every law (no trace, no target features)."""
+        dgs = call.dgs
+        return (
+            isinstance(self.target, BatchTarget)
+            and width >= 2
+            and not self.trace
+            and not self.logits_suffice
+            and not self.drafts.wants_hidden
+            and self.spec.verify_rows is None
+            and self.spec.verify_groups is not None
+            and not (len(dgs) == 1 and len(dgs[0].rows) == 1)
+            and max(f.numel() for f in call.feeds) == width
+            and self.target.can_defer()
+        )
 
     def _commit(self, call: _Call, verdicts: list) -> _Commits:
         """Each row takes its accepted drafts and the corrected or bonus token (cut at EOS and
@@ -208,7 +233,7 @@ class Decoder:
                     out.paths.append(path)
                 out.groups[out.index[key]].rows.append(r)
         if out.rec:
-            self._record(out.rec, call.p_all)
+            self._record(out.rec, call.p_all, call.bonus)
         return out
 
     def _commit_row(
@@ -295,9 +320,12 @@ class Decoder:
             d_mean, max(a_mean, 0), call.t_verify - call.t_draft, t_end - call.t_verify
         )
 
-    def _verify(self, dgs: list[DraftGroup], p_all: torch.Tensor, groups: list[Group]) -> list:
+    def _verify(
+        self, dgs: list[DraftGroup], p_all: torch.Tensor, groups: list[Group], bonus=None
+    ) -> list:
         """Every row's verdict (grouped like ``dgs``): a rule over the whole batch where the
-        verifier has one and no tree is drafted, else draft group by draft group."""
+        verifier has one and no tree is drafted, else draft group by draft group. ``bonus``:
+        the deferred bonus laws (only with a batch rule, see :meth:`_defer_bonus`)."""
         chains = all(dg.tree is None for dg in dgs)
         if self.spec.verify_rows is not None and chains:
             return self._verify_rows(dgs, p_all)
@@ -308,6 +336,7 @@ class Decoder:
                 p_all,
                 [[r.generator for r in dg.rows] for dg in dgs],
                 residuals=self.trace,
+                **({"bonus": bonus} if bonus is not None else {}),
             )
         return [self._verify_group(di, dg, p_all, groups) for di, dg in enumerate(dgs)]
 
@@ -350,20 +379,35 @@ class Decoder:
         q = None if dg.q_draft is None else dg.q_draft.to(p.device)
         return [self.spec.verify(dg.tokens, q, p, r.generator) for r in dg.rows]
 
-    def _record(self, rec: list[tuple[Row, int, int, int]], p_all: torch.Tensor) -> None:
+    def _record(self, rec: list[tuple[Row, int, int, int]], p_all: torch.Tensor, bonus=None):
         """p(token) and the probability mass ranked above it, for every committed token at
         once: log-probabilities and the randomized PIT need nothing else. Rows that took the
         same token from the same law share one V-sized computation (the rows of a group)."""
         index: dict[tuple[int, int, int], int] = {}
         slot = [index.setdefault((di, j, t), len(index)) for _, di, j, t in rec]
         keys = list(index)
-        rows = torch.tensor([di for di, _, _ in keys])
-        pos = torch.tensor([j for _, j, _ in keys])
-        probs = p_all[rows.to(p_all.device), pos.to(p_all.device)]  # [distinct, V]
+        # [distinct, V]
+        probs = gather_laws(p_all, [di for di, _, _ in keys], [j for _, j, _ in keys], bonus)
         pxs, aboves = rank_stats(probs, torch.tensor([t for *_, t in keys]))
         for (r, *_), s in zip(rec, slot, strict=True):
             r.probs.append(pxs[s])
             r.above.append(aboves[s])
+
+
+class _BonusLaws:
+    """A verify pass's deferred bonus laws: computed for the draft groups that ask, once."""
+
+    def __init__(self, target: BatchTarget, params: SamplingParams) -> None:
+        self.target, self.params = target, params
+        self.laws: dict[int, torch.Tensor] = {}
+
+    def __call__(self, groups: list[int]) -> torch.Tensor:
+        need = sorted({d for d in groups if d not in self.laws})
+        if need:
+            logits = self.target.deferred_logits(need)  # [n, V]
+            check_target_logits(logits)
+            self.laws.update(zip(need, logits_to_probs(logits, self.params), strict=True))
+        return torch.stack([self.laws[d] for d in groups])
 
 
 @dataclass(eq=False)
@@ -378,6 +422,7 @@ class _Call:
     feeds: list[torch.Tensor] = field(default_factory=list)  # [pending, drafts] per draft group
     hidden: Any = None  # the target's final hidden states, for feature-level drafters
     p_all: Any = None  # [G, m, V] p_target (the logits when greedy matching suffices)
+    bonus: _BonusLaws | None = None  # the last column's laws when deferred: p_all is [G, m-1, V]
 
 
 @dataclass(eq=False)

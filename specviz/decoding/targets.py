@@ -92,7 +92,19 @@ class BatchTarget:
         feats = prefill(self.runner, prompts, hidden)
         return [p[-1:] for p in prompts], feats
 
-    def forward(self, feeds: list[torch.Tensor], num_logits: int, hidden: bool):
+    def can_defer(self) -> bool:
+        """Whether :meth:`forward` may leave the last column's laws for later."""
+        return self.runner.can_defer()
+
+    def deferred_logits(self, rows: list[int]) -> torch.Tensor:
+        """The last column's logits of these rows of the last deferred :meth:`forward`,
+        [n, V]."""
+        return self.runner.deferred_logits(torch.tensor(rows, dtype=torch.long))
+
+    def forward(self, feeds: list[torch.Tensor], num_logits: int, hidden: bool, defer_last=False):
+        """Every row's feed, left-aligned -> logits [G, num_logits, V] (``defer_last``: the
+        first num_logits - 1 columns only, see :meth:`deferred_logits`) and, with ``hidden``,
+        the hidden states."""
         G, m = len(feeds), max(f.numel() for f in feeds)
         tokens = torch.zeros(G, m, dtype=torch.long)
         valid = torch.zeros(G, m, dtype=torch.bool)
@@ -100,7 +112,10 @@ class BatchTarget:
             tokens[g, : f.numel()] = f
             valid[g, : f.numel()] = True
         self._col0, self._width = self.runner.mask.shape[1], m
-        out = self.runner.extend(tokens, valid, m, return_hidden=hidden)
+        if defer_last and m != num_logits:
+            raise AssertionError("a deferred last column needs num_logits == the feed width")
+        defer = {"defer_last": True} if defer_last else {}  # toy runners never defer
+        out = self.runner.extend(tokens, valid, m, return_hidden=hidden, **defer)
         logits, h = out if hidden else (out, None)
         return logits[:, :num_logits], h  # rows are left-aligned: column j of row g is its j-th
 

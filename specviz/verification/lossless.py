@@ -13,6 +13,7 @@ the registry of every rule by name is :mod:`.base`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -138,6 +139,7 @@ def verify_lossless_groups(
     generators: list[list[torch.Generator]],
     *,
     residuals: bool = True,
+    bonus: Callable[[list[int]], torch.Tensor] | None = None,
 ) -> list[list[Verdict]]:
     """The lossless rule for every row of a step at once.
 
@@ -148,6 +150,10 @@ def verify_lossless_groups(
     for all groups in one tensor, and every row's next token by :func:`sample_grouped` from
     the law of its (group, first rejection) -- the unnormalised residual max(0, p - q), or p
     for a bonus token. ``residuals=False`` skips the normalised residuals the trace shows.
+
+    ``bonus``: ``p_target`` holds only the drafted positions ([D, kmax, V]) and
+    ``bonus(groups)`` gives the laws after the last drafted token of those groups ([n, V]),
+    asked only for the groups where some row accepted every draft.
     """
     if len(generators) == 1 and len(generators[0]) == 1:  # the serial engine: one row
         (tokens, q), (gen,) = drafts[0], generators[0]
@@ -169,7 +175,7 @@ def verify_lossless_groups(
     # one law per distinct (group, first rejection)
     key_of: dict[tuple[int, int], int] = {}
     law_key = [key_of.setdefault((d, n), len(key_of)) for d, n in zip(owner, n_row, strict=True)]
-    laws, rejected = _laws(drafts, p_target, ks, list(key_of))
+    laws, rejected = _laws(drafts, p_target, ks, list(key_of), bonus)
     draws = [torch.rand((), generator=g, device=g.device, dtype=torch.float64) for g in gens]
     u_next = torch.stack(draws).to(dev) if draws else torch.empty(0, dtype=torch.float64)
     toks = sample_grouped(laws, torch.tensor(law_key, dtype=torch.long), u_next).tolist()
@@ -207,13 +213,42 @@ def _acceptance(drafts, p_target: torch.Tensor, ks: list[int]) -> torch.Tensor:
     return torch.clamp(p_x / q_x, max=1.0)
 
 
-def _laws(drafts, p_target: torch.Tensor, ks: list[int], keys: list[tuple[int, int]]):
+def gather_laws(
+    p_target: torch.Tensor,
+    groups: list[int],
+    positions: list[int],
+    bonus: Callable[[list[int]], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``p_target[groups[i], positions[i]]`` for every i -> [n, V]; a position past
+    ``p_target``'s columns is a deferred bonus law, from ``bonus`` (see
+    :func:`verify_lossless_groups`)."""
+    dev, cols = p_target.device, p_target.shape[1]
+    late = [i for i, j in enumerate(positions) if j >= cols]
+    if late and bonus is None:
+        raise AssertionError(f"a law past the {cols} computed positions, and no bonus laws")
+
+    def pick(idx: list[int]) -> torch.Tensor:
+        d = torch.tensor([groups[i] for i in idx], dtype=torch.long, device=dev)
+        n = torch.tensor([positions[i] for i in idx], dtype=torch.long, device=dev)
+        return p_target[d, n]
+
+    if not late:
+        return pick(list(range(len(groups))))
+    out = torch.empty(len(groups), p_target.shape[-1], dtype=p_target.dtype, device=dev)
+    early = [i for i, j in enumerate(positions) if j < cols]
+    if early:
+        out[early] = pick(early)
+    assert bonus is not None
+    out[late] = bonus([groups[i] for i in late]).to(dev, p_target.dtype)
+    return out
+
+
+def _laws(drafts, p_target: torch.Tensor, ks: list[int], keys: list[tuple[int, int]], bonus=None):
     """The law of each (group d, first rejection n): p[d, k_d] for a bonus token, else the
     unnormalised residual max(0, p[d, n] - q[d, n]). Returns ([M, V], rejected law indices)."""
     dev, V = p_target.device, p_target.shape[-1]
-    d_idx = torch.tensor([d for d, _ in keys], dtype=torch.long, device=dev)
-    n_idx = torch.tensor([n for _, n in keys], dtype=torch.long, device=dev)
-    laws = p_target[d_idx, n_idx]  # [M, V]: p at each law's position
+    # [M, V]: p at each law's position
+    laws = gather_laws(p_target, [d for d, _ in keys], [n for _, n in keys], bonus)
     rejected = [m for m, (d, n) in enumerate(keys) if n < ks[d]]
     if rejected:
         q_rows = []

@@ -109,6 +109,27 @@ def test_grouped_attention_matches_sdpa_and_a_wrong_head_order_does_not(dtype):
     assert (bad.float() - out.float()).abs().max() > 0.1
 
 
+@pytest.mark.parametrize("q", [1, 3])
+def test_grouped_attention_without_a_mask_is_sdpas_causal_rule(q):
+    """transformers passes no mask when a batch has no holes: the grouped path then applies
+    SDPA's causal rule itself (query i sees the keys up to its own column) instead of
+    falling back; the control -- every key visible to a 3-query call -- is far off."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(1)
+    B, Hq, Hkv, kv, D = 3, 6, 2, 7, 8
+    query = torch.randn(B, Hq, q, D, generator=g)
+    key, value = (torch.randn(B, Hkv, kv, D, generator=g) for _ in range(2))
+    fallback = lambda *a, **k: pytest.fail("the grouped path must not fall back")  # noqa: E731
+    out, _ = br.grouped_attention(torch.nn.Module(), query, key, value, None, fallback=fallback)
+    causal = torch.ones(q, kv, dtype=torch.bool).tril(kv - q)
+    ref = F.scaled_dot_product_attention(query, key, value, attn_mask=causal, enable_gqa=True)
+    torch.testing.assert_close(out, ref.transpose(1, 2), rtol=1e-5, atol=1e-5)
+    if q > 1:
+        flat = F.scaled_dot_product_attention(query, key, value, enable_gqa=True)
+        assert (flat.transpose(1, 2) - out).abs().max() > 1e-2
+
+
 def test_batch_threads_leaves_small_calls_and_unchosen_models_alone():
     model = tiny_llama(7, seed=0)
     assert br.batch_threads(model, br.BATCH_THREAD_TOKENS - 1) is None

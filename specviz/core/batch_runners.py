@@ -162,8 +162,9 @@ def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     stacked into one [rep * q, D] block (repeat_kv's head order), so nothing is copied per
     head. Scores and softmax in float32; a masked score is the float32 minimum, not -inf,
     so a fully masked query (a hole's column) gets finite weights instead of NaN (its output
-    is never read). Anything else (no mask, a float mask, dropout, soft-capping, attention
-    sinks, position bias, another device) goes to ``fallback``, transformers' SDPA.
+    is never read). No mask (transformers drops one without holes) means SDPA's causal
+    rule. Anything else (a float mask, dropout, soft-capping, attention sinks, position
+    bias, another device) goes to ``fallback``, transformers' SDPA.
 
     When ``layers[module.layer_idx]`` is a split shared-prompt layer, key/value are the rows'
     own columns and the prompt's [1, Hkv, P, D] block comes from the layer: its scores and
@@ -173,6 +174,9 @@ def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     layer = layers[idx] if layers is not None and idx is not None and idx < len(layers) else None
     prefix = layer if getattr(layer, "split", False) else None
     unusual = any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "position_bias"))
+    if attention_mask is None and query.device.type == "cpu":
+        # transformers drops an all-visible mask (no holes): SDPA's own causal rule then
+        attention_mask = _causal_mask(query, key, prefix, is_causal, module)
     if (
         attention_mask is None
         or attention_mask.dtype != torch.bool
@@ -209,6 +213,19 @@ def grouped_attention(module, query, key, value, attention_mask, dropout=0.0, sc
         out += torch.matmul(w, prefix.prefix_values[0]).view(Hkv, B, rep * q, D).transpose(0, 1)
     out = out.view(B, Hq, q, D)  # [B, Hq, q, D]
     return out.transpose(1, 2).contiguous(), None
+
+
+def _causal_mask(query, key, prefix, is_causal, module) -> torch.Tensor:
+    """The boolean mask SDPA applies when transformers passes none ([1, 1, q, kv]): query i
+    of q sees every key up to its own column (the last q columns are the queries); one
+    query, or a module that is not causal, sees everything."""
+    q = query.shape[2]
+    full = key.shape[2] + (prefix.prefix_length if prefix is not None else 0)
+    if q == 1 or is_causal is False or not getattr(module, "is_causal", True):
+        return torch.ones(1, 1, q, full, dtype=torch.bool, device=query.device)
+    cols = torch.arange(full, device=query.device)
+    rows = torch.arange(full - q, full, device=query.device)
+    return (cols[None, :] <= rows[:, None])[None, None]
 
 
 class BatchRunner:

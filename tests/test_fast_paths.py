@@ -113,6 +113,21 @@ def test_short_row_softmax_is_exact_and_row_independent():
     assert torch.equal(softmax(wide), torch.softmax(wide, -1))  # long rows: ATen's own
 
 
+def test_rank_stats_equals_the_direct_sums():
+    """The mass ranked above each token, from sums of p - p(token) and its sign, against the
+    direct masked sum (a wrong count of tokens above -- the control -- is far off)."""
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(64, 5000, generator=g) * 3, -1)
+    tokens = torch.randint(0, 5000, (64,), generator=g)
+    px, above = rank_stats(probs, tokens)
+    p_tok = probs.gather(1, tokens.view(-1, 1))
+    direct = torch.where(probs > p_tok, probs, 0.0).sum(1).double()
+    assert above == pytest.approx(direct.tolist(), abs=1e-6)
+    assert px == pytest.approx(p_tok.view(-1).tolist())
+    wrong = direct + p_tok.view(-1).double()  # the token counted above itself
+    assert max(abs(a - w) for a, w in zip(above, wrong.tolist(), strict=True)) > 1e-5
+
+
 def test_rank_stats_counts_ties_by_id():
     probs = torch.tensor([[0.1, 0.3, 0.3, 0.3], [0.4, 0.3, 0.2, 0.1]])
     px, above = rank_stats(probs, torch.tensor([2, 2]))

@@ -62,8 +62,17 @@ def rank_stats(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[list[float], 
     ranking is by probability, ties broken by id (the order of randomized_pit)."""
     tok = tokens.to(probs.device).view(-1, 1)
     px = probs.gather(1, tok)  # [c, 1]
-    mass = torch.where(probs > px, probs, 0.0).sum(1)  # [c]
-    ties = (probs == px).sum(1) > 1  # another token with exactly p(token): rare
+    # Three cheap float passes over d = p - p(token) instead of a masked copy and two
+    # boolean counts (bool sums go through int64: 2x slower at 1,000 x 49,152):
+    # sum_{p > px} p = sum relu(d) + px * #{d > 0}; #{d > 0} and #{d == 0} from the sums of
+    # sign(d) and |sign(d)| (small integers, exact in float32).
+    d = probs - px  # [c, V]
+    mass_over = torch.relu(d).sum(1)  # sum of (p - px) over p > px
+    sign = d.sign_()
+    net, nonzero = sign.sum(1), sign.abs_().sum(1)  # gt - lt, gt + lt
+    gt = (net + nonzero) / 2
+    mass = mass_over + px.view(-1) * gt  # [c]
+    ties = (probs.shape[1] - nonzero) > 1  # another token with exactly p(token): rare
     if bool(ties.any()):  # ties ranked by id: those before the token count as above it
         rows = ties.nonzero().view(-1)
         ids = torch.arange(probs.shape[1], device=probs.device).view(1, -1)

@@ -38,9 +38,10 @@ def batch_threads(model: Any, tokens: int) -> int | None:
     threads usually pay -- on a quiet host; on a busy one a second thread spin-waits for a
     descheduled partner (measured: 4x the CPU time for the same wall time). So the count for
     such calls is measured too, once per model and process: a decoder layer on a
-    128-token batch, at the current count and at the largest count the kernel choice timed
-    (never above the count in force when it measured), in interleaved rounds; more threads
-    only when >= 20% faster. Thread counts change how oneDNN splits a matmul, so the logits
+    256-token batch, at the current count and at the largest count the kernel choice timed
+    (never above the count in force when it measured), in 11 interleaved rounds (one choice
+    holds for the whole process: with 5 rounds of 128 tokens a quiet host once chose one
+    thread and ran a whole check on one core); more threads only when >= 20% faster. Thread counts change how oneDNN splits a matmul, so the logits
     (and a fixed seed's samples, in rare near-ties) may differ in the last bits between the
     two choices, as between packed and stock kernels.
     """
@@ -74,8 +75,8 @@ def _first_layer(model: Any) -> Any:
     return layers[0] if layers is not None and len(layers) else None
 
 
-def _time_threads(model: Any, layer: Any, now: int, cap: int, rounds: int = 5) -> int:
-    """The faster of ``now`` and ``cap`` threads for ``layer``'s MLP on 128 tokens."""
+def _time_threads(model: Any, layer: Any, now: int, cap: int, rounds: int = 11) -> int:
+    """The faster of ``now`` and ``cap`` threads for ``layer``'s MLP on 256 tokens."""
     import time
 
     mlp = getattr(layer, "mlp", layer)
@@ -83,7 +84,7 @@ def _time_threads(model: Any, layer: Any, now: int, cap: int, rounds: int = 5) -
     if not hidden:
         return now
     p = next(model.parameters())
-    x = torch.randn(1, 128, hidden, generator=torch.Generator().manual_seed(0)).to(p)
+    x = torch.randn(1, 256, hidden, generator=torch.Generator().manual_seed(0)).to(p)
     seconds: dict[int, list[float]] = {now: [], cap: []}
     with torch.inference_mode():
         for _ in range(rounds):

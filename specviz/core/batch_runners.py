@@ -41,9 +41,10 @@ def batch_threads(model: Any, tokens: int) -> int | None:
     256-token batch, at the current count and at the largest count the kernel choice timed
     (never above the count in force when it measured), in 11 interleaved rounds (one choice
     holds for the whole process: with 5 rounds of 128 tokens a quiet host once chose one
-    thread and ran a whole check on one core); more threads only when >= 20% faster. Thread counts change how oneDNN splits a matmul, so the logits
-    (and a fixed seed's samples, in rare near-ties) may differ in the last bits between the
-    two choices, as between packed and stock kernels.
+    thread and ran a whole check on one core); more threads only when >= 20% faster. Thread
+    counts change how oneDNN splits a matmul, so the logits (and a fixed seed's samples, in
+    rare near-ties) may differ in the last bits between the two choices, as between packed
+    and stock kernels.
     """
     if tokens < BATCH_THREAD_TOKENS:
         return None

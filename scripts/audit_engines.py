@@ -27,6 +27,7 @@ shared machine: ``flock /work/helpers/big.lock nice -n 10 .venv/bin/python scrip
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -50,7 +51,19 @@ LOOKUP_PROMPTS = [
     "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"
 ]
 
-ENSEMBLE_PROMPT = "def fibonacci(n):\n    "  # replaced by the choice below once measured
+CHOICE = (
+    Path(__file__).resolve().parent.parent / "reports/audit/hf-qwen-ensemble/prompt_choice.json"
+)
+
+
+def _chosen_prompt() -> str | None:
+    """The prompt scripts/ensemble_prompt.py chose from the predicted bias (first row)."""
+    if not CHOICE.is_file():
+        return None
+    return json.loads(CHOICE.read_text())["candidates"][0]["prompt"]
+
+
+ENSEMBLE_PROMPT = _chosen_prompt()
 Q15, Q05, SMOL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"
 AUDITS: dict[str, dict[str, Any]] = {
     # The benchmark of the bar "TV 0.05 at position 2 within 20 minutes on 2 cores": both arms
@@ -145,6 +158,8 @@ def run(name: str, args: argparse.Namespace) -> None:
     if args.fresh:
         shutil.rmtree(out, ignore_errors=True)
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
+    if None in prompts:
+        raise SystemExit(f"{name}: no {CHOICE} yet: run scripts/ensemble_prompt.py first")
     t0, c0 = time.perf_counter(), time.process_time()
     load0 = os.getloadavg()
     pred: list[dict[str, Any]] = []
@@ -250,8 +265,6 @@ def _ensemble_prediction(ens: tuple, prompts: list[str]) -> list[dict[str, Any]]
 def _joint_tv(raw: Path, n_prompts: int, n: int) -> list[list[float]]:
     """Measured TV of the law of the first two tokens per prompt (bootstrap interval), from
     the raw file."""
-    import json
-
     import numpy as np
 
     from specviz import stats

@@ -155,8 +155,10 @@ AUDITS["smollm2-ov-lookup"] = dict(
 def run(name: str, args: argparse.Namespace) -> None:
     spec = AUDITS[name]
     out = args.out / name
-    if args.fresh:
-        shutil.rmtree(out, ignore_errors=True)
+    if args.fresh and out.is_dir():  # the raw file and report; a prompt choice stays
+        for f in out.iterdir():
+            if f.name != CHOICE.name:
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
     if None in prompts:
         raise SystemExit(f"{name}: no {CHOICE} yet: run scripts/ensemble_prompt.py first")

@@ -80,12 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     draft = models.load_model(str(hf_folder(DRAFT, dtype=DTYPE)), **load)
     rows = []
     for prompt in CANDIDATES:
-        pred = ensemble_bias(target, draft, prompt, WEIGHT, tokenizer=tok, laws=True)
+        # the first-token laws only (the plan's test): the two-token prediction costs a
+        # batched pass of each model per candidate; the audit computes it for its prompt
+        pred = ensemble_bias(target, draft, prompt, WEIGHT, tokenizer=tok, laws=True, max_first=0)
         n = planned_n(pred)
         row = {k: v for k, v in pred.items() if not k.endswith("_law")}
         rows.append({"prompt": prompt, "planned_n_per_arm": n, **row})
         print(
-            f"{n:>8} per arm  TV1 {pred['predicted_tv']:.3f}  TV2 {pred['predicted_tv2']:.3f}"
+            f"{n:>8} per arm  TV1 {pred['predicted_tv']:.3f}"
             f"  p {pred['p_top'][:3]}  v {pred['v_top'][:3]}  {prompt!r}",
             flush=True,
         )

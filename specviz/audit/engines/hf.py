@@ -227,6 +227,7 @@ def ensemble_bias(
     dtype: str = "float32",
     tokenizer: Any = None,
     cover: float = 0.99,
+    max_first: int = 16,
     laws: bool = False,
 ) -> dict[str, Any]:
     """The exact bias of ``assistant_ensemble_weight=weight``, from the two models' laws before
@@ -239,8 +240,8 @@ def ensemble_bias(
     ``target`` / ``draft``: model names (loaded here, in ``dtype``) or loaded models (then
     ``tokenizer`` too: nothing is loaded a second time). Returns ``tv_pq`` and
     ``predicted_tv`` (first token), ``predicted_tv2`` (the law of the first two tokens, over
-    the first tokens that cover ``cover`` of both first-token laws; ``uncovered`` is the mass
-    left out, a bound on the error), ``p_top`` / ``v_top`` (the five likeliest first tokens
+    the first tokens that cover ``cover`` of both first-token laws, at most ``max_first`` of
+    them -- 0: not computed, NaN; ``uncovered`` is the mass left out, a bound on the error), ``p_top`` / ``v_top`` (the five likeliest first tokens
     under each law), ``weight``, and with ``laws=True`` the first-token laws ``p_law`` and
     ``v_law`` (numpy arrays, for planning a sample size). No top-k / top-p: the prediction uses the temperature only.
     """
@@ -275,17 +276,18 @@ def ensemble_bias(
     both = torch.maximum(p1, v1)
     order = torch.argsort(both, descending=True)
     x1: list[int] = []
-    for t in order.tolist():
+    for t in order.tolist()[: max(max_first, 0)]:
         if float(p1[x1].sum()) >= cover and float(v1[x1].sum()) >= cover:
             break
         x1.append(int(t))
-        if len(x1) >= 32:
-            break
-    _, p2 = laws(target, x1)
-    _, q2 = laws(draft, x1)
-    v2 = weight * p2 + (1 - weight) * q2
-    joint = 0.5 * float((p1[x1, None] * p2 - v1[x1, None] * v2).abs().sum())
-    uncovered = float(1 - p1[x1].sum()) + float(1 - v1[x1].sum())
+    if not x1:
+        joint, uncovered = float("nan"), float("nan")
+    else:
+        _, p2 = laws(target, x1)
+        _, q2 = laws(draft, x1)
+        v2 = weight * p2 + (1 - weight) * q2
+        joint = 0.5 * float((p1[x1, None] * p2 - v1[x1, None] * v2).abs().sum())
+        uncovered = float(1 - p1[x1].sum()) + float(1 - v1[x1].sum())
 
     def top(law: Any) -> list[list]:
         vals, idx = torch.topk(law, 5)

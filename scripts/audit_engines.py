@@ -27,6 +27,7 @@ shared machine: ``flock /work/helpers/big.lock nice -n 10 .venv/bin/python scrip
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -50,6 +51,19 @@ LOOKUP_PROMPTS = [
     "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"
 ]
 
+CHOICE = (
+    Path(__file__).resolve().parent.parent / "reports/audit/hf-qwen-ensemble/prompt_choice.json"
+)
+
+
+def _chosen_prompt() -> str | None:
+    """The prompt scripts/ensemble_prompt.py chose from the predicted bias (first row)."""
+    if not CHOICE.is_file():
+        return None
+    return json.loads(CHOICE.read_text())["candidates"][0]["prompt"]
+
+
+ENSEMBLE_PROMPT = _chosen_prompt()
 Q15, Q05, SMOL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"
 AUDITS: dict[str, dict[str, Any]] = {
     # The benchmark of the bar "TV 0.05 at position 2 within 20 minutes on 2 cores": both arms
@@ -89,17 +103,20 @@ AUDITS: dict[str, dict[str, Any]] = {
     ),
     "hf-qwen-assisted": dict(
         title="transformers: Qwen2.5-Coder-1.5B without vs with assistant_model=0.5B (bf16)",
-        a=f"transformers:{Q15},dtype=bfloat16,threads=2",
+        a=f"transformers:{Q15},dtype=bfloat16,threads=2,batch=16",
         b=f"transformers:{Q15},draft={Q05},dtype=bfloat16,threads=2",
         prompts=QWEN_PROMPTS[:1],
         n_samples=800,
     ),
+    # The ensemble's bias is exact and known before sampling: the prompt is the candidate of
+    # scripts/ensemble_prompt.py (its prompt_choice.json) that needs the fewest samples, and
+    # n_samples="plan" sizes the audit from the predicted laws (90% power, first token).
     "hf-qwen-ensemble": dict(
         title="transformers: assistant_ensemble_weight=0.5 with the Qwen pair (lossy: must be caught)",
-        a=f"transformers:{Q15},dtype=bfloat16,threads=2",
+        a=f"transformers:{Q15},dtype=bfloat16,threads=2,batch=16",
         b=f"transformers:{Q15},draft={Q05},ensemble=0.5,dtype=bfloat16,threads=2",
-        prompts=QWEN_PROMPTS[:1],
-        n_samples=400,
+        prompts=[ENSEMBLE_PROMPT],
+        n_samples="plan",
         ensemble=(Q15, Q05, 0.5, "bfloat16"),
     ),
 }
@@ -138,12 +155,22 @@ AUDITS["smollm2-ov-lookup"] = dict(
 def run(name: str, args: argparse.Namespace) -> None:
     spec = AUDITS[name]
     out = args.out / name
-    if args.fresh:
-        shutil.rmtree(out, ignore_errors=True)
-    n = args.n_samples or spec["n_samples"]
+    if args.fresh and out.is_dir():  # the raw file and report; a prompt choice stays
+        for f in out.iterdir():
+            if f.name != CHOICE.name:
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
+    if None in prompts:
+        raise SystemExit(f"{name}: no {CHOICE} yet: run scripts/ensemble_prompt.py first")
     t0, c0 = time.perf_counter(), time.process_time()
     load0 = os.getloadavg()
+    pred: list[dict[str, Any]] = []
+    if "ensemble" in spec:
+        # predicted before any sample, with the models loaded once and freed before the arms
+        # load theirs (the audit never holds two copies of the pair)
+        pred = _ensemble_prediction(spec["ensemble"], prompts)
+    planned = max((p["planned_n_per_arm"] for p in pred), default=None)
+    n = args.n_samples or (planned if spec["n_samples"] == "plan" else spec["n_samples"])
     report = engine_audit(
         spec["a"],
         spec["b"],
@@ -175,20 +202,24 @@ def run(name: str, args: argparse.Namespace) -> None:
         "machine": args.note,
         "load_average_start_end": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
     }
-    if "ensemble" in spec:
-        from specviz.audit.engines.hf import ensemble_bias
-
-        target, draft, w, dtype = spec["ensemble"]
-        pred = [ensemble_bias(target, draft, p, w, dtype=dtype) for p in prompts]
+    if pred:
         tv = report.tv
         measured = [
             tv[(tv.prompt == i) & (tv.position == 0)].iloc[0][["estimate", "low", "high"]].tolist()
             for i in range(len(prompts))
         ]
+        joint = _joint_tv(out / "raw.jsonl", len(prompts), n)
         meta["ensemble_first_token"] = [
-            {"prompt": i, **pr, "measured_tv": m[0], "measured_low": m[1], "measured_high": m[2]}
-            for i, (pr, m) in enumerate(zip(pred, measured, strict=True))
-        ]
+            {"prompt": i, **pr, "measured_tv": m[0], "measured_low": m[1], "measured_high": m[2],
+             "measured_tv2": j[0], "measured_tv2_low": j[1], "measured_tv2_high": j[2]}
+            for i, (pr, m, j) in enumerate(zip(pred, measured, joint, strict=True))
+        ]  # fmt: skip
+        meta["n_samples_rule"] = (
+            "planned from the predicted first-token laws (scripts/ensemble_prompt.py: 90% power "
+            "of the first-token test at alpha 0.01/6)"
+            if spec["n_samples"] == "plan" and not args.n_samples
+            else "given"
+        )
     _write_json(out / "run.json", meta)
     print(f"== {name}: {spec['title']} (wall {wall:.0f} s, cpu {meta['cpu_s']:.0f} s)")
     print(report.summary(), flush=True)
@@ -198,7 +229,59 @@ def run(name: str, args: argparse.Namespace) -> None:
                 f"ensemble, prompt {row['prompt']}: predicted TV at the first token (1-w)*TV(p,q)"
                 f" = {row['predicted_tv']:.3f} (TV(p,q) = {row['tv_pq']:.3f}); measured "
                 f"{row['measured_tv']:.3f} [{row['measured_low']:.3f}, {row['measured_high']:.3f}]"
+                f"; first two tokens: predicted {row['predicted_tv2']:.3f}, measured "
+                f"{row['measured_tv2']:.3f} [{row['measured_tv2_low']:.3f}, "
+                f"{row['measured_tv2_high']:.3f}]"
             )
+
+
+def _ensemble_prediction(ens: tuple, prompts: list[str]) -> list[dict[str, Any]]:
+    """The ensemble's predicted bias per prompt and the samples per arm it needs (both
+    models loaded once, in the audit's dtype, and freed before the arms load)."""
+    import gc
+
+    from ensemble_prompt import planned_n
+
+    from specviz import models
+    from specviz.audit.engines.convert import hf_folder
+    from specviz.audit.engines.hf import ensemble_bias
+    from specviz.core.heap import trim_heap
+
+    target, draft, w, dtype = ens
+    load = dict(dtype=dtype, progress=False, packed=False)
+    tok = models.load_tokenizer(str(hf_folder(target)), progress=False)
+    tm = models.load_model(str(hf_folder(target, dtype=dtype)), **load)
+    dm = models.load_model(str(hf_folder(draft, dtype=dtype)), **load)
+    rows = []
+    for p in prompts:
+        pr = ensemble_bias(tm, dm, p, w, tokenizer=tok, laws=True)
+        n = planned_n(pr)
+        rows.append({k: v for k, v in pr.items() if not k.endswith("_law")})
+        rows[-1]["planned_n_per_arm"] = n
+    del tm, dm
+    gc.collect()
+    trim_heap()
+    return rows
+
+
+def _joint_tv(raw: Path, n_prompts: int, n: int) -> list[list[float]]:
+    """Measured TV of the law of the first two tokens per prompt (bootstrap interval), from
+    the raw file."""
+    import numpy as np
+
+    from specviz import stats
+
+    seqs: dict[tuple[str, int], list[tuple]] = {}
+    for line in raw.read_text().splitlines():
+        r = json.loads(line)
+        if r.get("kind") == "sample" and r["index"] < n:
+            seqs.setdefault((r["arm"], r["prompt"]), []).append(tuple(r["tokens"][:2]))
+    out = []
+    for i in range(n_prompts):
+        _, ca, cb = stats.counts_from_samples(seqs[("a", i)], seqs[("b", i)])
+        est = stats.estimate_tv(ca, cb, n_boot=500, rng=np.random.default_rng(0))
+        out.append([est.estimate, est.low, est.high])
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

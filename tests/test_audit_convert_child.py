@@ -44,3 +44,47 @@ def test_a_failing_child_raises_its_own_error_here(tiny):
         convert.hf_folder(f"{tiny}@5", progress=False)
     with pytest.raises(FileNotFoundError, match="neither a built-in model"):
         convert.hf_folder(f"{tiny.parent / 'missing'}@1", progress=False)
+
+
+def test_a_bf16_copy_is_built_in_a_child_and_loads_as_the_cast_float32_folder(tiny, monkeypatch):
+    """``hf_folder(dtype="bfloat16")``: the float32 file cast once and cached (a bf16 load
+    then maps it instead of converting float32 at load time: 10.9 GB on the 1.5B Qwen); the
+    weights are exactly those of ``from_pretrained(float32 folder, dtype=bfloat16)``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    def here(*args, **kw):
+        raise AssertionError("the cast ran in the audit's own process")
+
+    monkeypatch.setattr(convert, "_cast_folder", here)
+    out = convert.hf_folder(str(tiny), dtype="bfloat16", progress=False)
+    assert convert._state(out) == ("ready", "") and out.parent.name == "cast"
+    assert convert.hf_folder(str(tiny), dtype="bfloat16", progress=False) == out  # cached
+    got = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.bfloat16).state_dict()
+    want = AutoModelForCausalLM.from_pretrained(str(tiny), dtype=torch.bfloat16).state_dict()
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k].dtype == torch.bfloat16 and torch.equal(got[k], want[k]), k
+    assert '"dtype": "bfloat16"' in (out / "config.json").read_text()
+    with pytest.raises(ValueError, match="float32, bfloat16 or float16"):
+        convert.hf_folder(str(tiny), dtype="int3", progress=False)
+
+
+def test_a_damaged_cast_is_caught_by_its_own_check(tiny, tmp_path, monkeypatch):
+    """The cast checks what it wrote against the source, chunk by chunk (a writer that
+    drops a byte must fail)."""
+    monkeypatch.setenv(convert._IN_CHILD, "1")
+    real = convert._cast_chunks
+    calls = []
+
+    def flipped(path, start, end, tdtype):
+        for piece in real(path, start, end, tdtype):
+            calls.append(1)
+            if len(calls) == 3:  # the writer's third chunk is wrong; the check's is not
+                piece = bytes([piece[0] ^ 1]) + piece[1:]
+            yield piece
+
+    monkeypatch.setattr(convert, "_cast_chunks", flipped)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(convert.EngineError, match="differs from its source"):
+        convert._cast_folder(tiny, tmp_path / "out", "bfloat16")

@@ -51,6 +51,8 @@ def test_engine_specs_parse_and_refuse_bad_ones():
         ("openvino:m,draft", "not key=value"),
         ("hf:m,ensemble=0.5", "needs a draft model"),
         ("hf:m,draft=d,lookup=3", "exclude each other"),
+        ("hf:m,draft=d,batch=4", "plain arm only"),
+        ("hf:m,batch=0", "batch must be >= 1"),
         ("specviz:toy,verifier=nope", "unknown verifier"),
     ]:
         with pytest.raises(ValueError, match=words):
@@ -223,7 +225,49 @@ HF = dict(n_samples=80, max_tokens=3, temperature=1.0, greedy_max_tokens=8, prog
 
 @pytest.fixture(scope="module")
 def hf_plain():
-    return Memo(engine_from_spec("transformers:smollm2-135m,threads=1", "A"))
+    # batched (num_return_sequences): the honest audits below pass only if its law is plain
+    return Memo(engine_from_spec("transformers:smollm2-135m,threads=1,batch=16", "A"))
+
+
+def test_transformers_batches_are_distinct_draws_fixed_by_the_seeds():
+    a = engine_from_spec("transformers:smollm2-135m,threads=1,batch=4", "A")
+    s = Sampling(max_tokens=3, temperature=1.0)
+    first = a.sample(HF_PROMPT[0], s, [10, 11, 12, 13, 14])  # one batch of 4, then one
+    again = a.sample(HF_PROMPT[0], s, [10, 11, 12, 13, 14])
+    assert [x.tokens for x in first] == [x.tokens for x in again]
+    assert all(x.ok and len(x.tokens) == 3 for x in first)
+    assert len({x.tokens for x in first[:4]}) > 1  # rows of one batch are separate draws
+    other = a.sample(HF_PROMPT[0], s, [20, 21, 22, 23])
+    assert [x.tokens for x in other] != [x.tokens for x in first[:4]]
+
+
+def test_ensemble_bias_is_the_mixture_of_the_two_laws():
+    """The prediction the Qwen report compares with: v = w p + (1-w) q at the first token,
+    TV(v, p) = (1-w) TV(p, q), with the loaded models (nothing loaded twice)."""
+    import torch
+
+    from specviz import models
+    from specviz.audit.engines.convert import hf_folder
+    from specviz.audit.engines.hf import ensemble_bias
+
+    tok = models.load_tokenizer(str(hf_folder("smollm2-135m")), progress=False)
+    p_m = models.load_model(str(hf_folder("smollm2-135m")), progress=False, packed=False)
+    q_m = models.load_model(str(hf_folder("smollm2-135m@8")), progress=False, packed=False)
+    r = ensemble_bias(p_m, q_m, HF_PROMPT[0], 0.5, tokenizer=tok, laws=True, cover=0.5)
+    ids = tok(HF_PROMPT[0], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        p = torch.softmax(p_m(input_ids=ids).logits[0, -1].double(), -1).numpy()
+        q = torch.softmax(q_m(input_ids=ids).logits[0, -1].double(), -1).numpy()
+    assert np.allclose(r["v_law"], 0.5 * p + 0.5 * q, atol=1e-6)
+    assert r["predicted_tv"] == pytest.approx(0.5 * 0.5 * np.abs(p - q).sum(), abs=1e-5)
+    # the first two tokens are at least as far apart as the first one (up to the first tokens
+    # left out of the two-token sum: at most half their mass)
+    assert r["predicted_tv"] - r["uncovered"] / 2 - 1e-6 <= r["predicted_tv2"] <= 1
+    assert 0 <= r["uncovered"] <= 1
+    same = ensemble_bias(p_m, p_m, HF_PROMPT[0], 0.5, tokenizer=tok, cover=0.5)
+    assert same["predicted_tv"] == 0 and same["predicted_tv2"] < 1e-6  # q = p: no bias
+    with pytest.raises(ValueError, match="tokenizer="):
+        ensemble_bias(p_m, q_m, HF_PROMPT[0], 0.5)
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ An engine spec is ``ENGINE:MODEL[,key=value...]``:
   ``lookup=N`` (prompt lookup / n-gram drafting), ``k=N`` (draft tokens per step),
   ``ensemble=W`` (transformers' lossy ``assistant_ensemble_weight``), ``dtype=bfloat16``
   (transformers), ``threads=N``,
-  ``batch=N`` (OpenVINO: continuous batching), ``reload=0`` (OpenVINO: keep the pipeline after
+  ``batch=N`` (OpenVINO: continuous batching; transformers, plain arm only: N return
+  sequences per ``generate`` call), ``reload=0`` (OpenVINO: keep the pipeline after
   a failed request instead of rebuilding it), ``precision=fp32|int4|int8`` (onnxruntime;
   OpenVINO: ``bf16|f16|f32``, its inference precision),
   ``verifier=NAME`` and ``speculate=0|1`` (specviz).
@@ -59,7 +60,7 @@ ENGINES = {
     "specviz": "specviz",
 }
 _KEYS = {
-    "transformers": {"draft", "lookup", "ensemble", "k", "threads", "dtype"},
+    "transformers": {"draft", "lookup", "ensemble", "k", "threads", "dtype", "batch"},
     "openvino": {"draft", "lookup", "k", "threads", "batch", "reload", "precision"},
     "onnxruntime-genai": {"draft", "lookup", "k", "threads", "precision"},
     "specviz": {"draft", "verifier", "k", "speculate"},

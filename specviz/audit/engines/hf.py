@@ -12,9 +12,15 @@ to "constant", so every step drafts ``k`` tokens (where the length budget allows
 
 The models load with PyTorch's stock kernels (``packed=False``): the engine audited is
 transformers as its users run it, not specviz's kernel chooser. On the bf16 Qwen pair this is
-~5x slower per request on this CPU (17 s vs 3.3 s for 3 tokens of the 1.5B, under other load)
-and does not lower the peak: loading the 1.5B in bf16 from its f32 safetensors folder peaks at
-10.9 GB either way (4.0 GB once loaded).
+~5x slower per request on this CPU (17 s vs 3.3 s for 3 tokens of the 1.5B, under other load).
+With ``dtype=bfloat16`` (or float16) the models load from a cached copy of their safetensors
+folder stored in that dtype (:func:`~.convert.hf_folder` with ``dtype=``, made once in the
+conversion child): converting the 1.5B's float32 file at load time peaked at 10.9 GB.
+
+``batch=N`` (the plain arm only: assisted generation takes one sequence) samples N requests
+in one ``generate`` call with ``num_return_sequences=N``: the RNG is seeded with the chunk's
+first seed, and row i is the chunk's i-th request (the seeds recorded are the requests' own;
+every chunk's first seed is distinct, so no two chunks share a random stream).
 
 transformers' assistant drafts from the prompt: the first generated token goes through the
 speculative path too (no first-token control here).
@@ -22,6 +28,7 @@ speculative path too (no first-token control here).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +51,7 @@ class TransformersEngine(Engine):
     k: int = 3
     threads: int | None = None
     dtype: str = "float32"  # bfloat16 halves the memory of a Qwen pair
+    batch: int = 1  # plain arm: requests per generate call (num_return_sequences)
     engine: str = "transformers"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -56,6 +64,13 @@ class TransformersEngine(Engine):
             if not 0 < self.ensemble < 1:
                 raise ValueError(f"transformers: ensemble must be in (0, 1), got {self.ensemble}")
             self.lossy = True
+        if self.batch < 1:
+            raise ValueError(f"transformers: batch must be >= 1, got {self.batch}")
+        if self.batch > 1 and (self.draft is not None or self.lookup is not None):
+            raise ValueError(
+                "transformers: batch= is for the plain arm only (assisted generation and "
+                "prompt lookup take one sequence per call)"
+            )
         self.speculation = "draft" if self.draft else ("lookup" if self.lookup else "off")
         self.first_token_from_target = self.speculation == "off"
         self.sampled_draft = True if self.draft else None
@@ -68,14 +83,15 @@ class TransformersEngine(Engine):
         if self.threads:
             torch.set_num_threads(self.threads)
         load = dict(dtype=self.dtype, progress=False, packed=False)  # stock kernels: see above
-        target = models.load_model(str(hf_folder(self.model)), **load)
-        tok = models.load_tokenizer(str(hf_folder(self.model)), progress=False)
+        folder = str(hf_folder(self.model, dtype=self.dtype))  # stored in self.dtype: mapped
+        target = models.load_model(folder, **load)
+        tok = models.load_tokenizer(folder, progress=False)
         draft = None
         if self.draft is not None:
             if self.draft in ("target", self.model):
                 draft = _alias(target)  # the same weights, its own hooks and settings
             else:
-                draft = models.load_model(str(hf_folder(self.draft)), **load)
+                draft = models.load_model(str(hf_folder(self.draft, dtype=self.dtype)), **load)
             if draft.config.vocab_size != target.config.vocab_size:
                 raise EngineError(
                     f"transformers: draft {self.draft} has vocabulary "
@@ -98,18 +114,12 @@ class TransformersEngine(Engine):
             hooks.append(draft.register_forward_hook(counter("draft"), with_kwargs=True))
         self._state = dict(target=target, draft=draft, tok=tok, calls=calls, hooks=hooks)
 
-    def sample_one(self, prompt: str, sampling: Sampling, seed: int) -> EngineSample:
-        import time
-
-        import torch
-
-        check_sampling(self.engine, sampling)
-        st = self._state
-        ids = st["tok"](prompt, return_tensors="pt")["input_ids"]
+    def _kwargs(self, sampling: Sampling) -> dict[str, Any]:
+        tok = self._state["tok"]
         kw: dict[str, Any] = dict(
             max_new_tokens=sampling.max_tokens,
             do_sample=not sampling.greedy,
-            pad_token_id=st["tok"].pad_token_id or st["tok"].eos_token_id,
+            pad_token_id=tok.pad_token_id or tok.eos_token_id,
         )
         if not sampling.greedy:
             kw.update(
@@ -117,6 +127,15 @@ class TransformersEngine(Engine):
                 top_k=sampling.top_k or 0,
                 top_p=1.0 if sampling.top_p is None else sampling.top_p,
             )
+        return kw
+
+    def sample_one(self, prompt: str, sampling: Sampling, seed: int) -> EngineSample:
+        import torch
+
+        check_sampling(self.engine, sampling)
+        st = self._state
+        ids = st["tok"](prompt, return_tensors="pt")["input_ids"]
+        kw = self._kwargs(sampling)
         if st["draft"] is not None:
             kw["assistant_model"] = st["draft"]
             if self.ensemble is not None:
@@ -138,6 +157,44 @@ class TransformersEngine(Engine):
         accepted = max(0, len(new) - steps)
         drafted = calls["draft"] if self.draft else None
         return EngineSample(tuple(new), seconds, drafted, accepted, steps)
+
+    def sample(self, prompt: str, sampling: Sampling, seeds: Any) -> list[EngineSample]:
+        if self.batch == 1 or len(seeds) <= 1 or sampling.greedy:
+            return super().sample(prompt, sampling, seeds)
+        self.ensure_loaded()
+        out: list[EngineSample] = []
+        for i in range(0, len(seeds), self.batch):
+            chunk = [int(s) for s in seeds[i : i + self.batch]]
+            t0 = time.perf_counter()
+            try:
+                rows = self._generate(prompt, sampling, chunk[0], len(chunk))
+            except (KeyboardInterrupt, MemoryError):
+                raise
+            except Exception:  # noqa: BLE001 - find which request fails, one at a time
+                rows = None
+            if rows is None:
+                out += super().sample(prompt, sampling, chunk)
+                continue
+            each = (time.perf_counter() - t0) / len(chunk)
+            out += [EngineSample(r, each, steps=len(r)) for r in rows]
+        return out
+
+    def _generate(
+        self, prompt: str, sampling: Sampling, seed: int, n: int
+    ) -> list[tuple[int, ...]]:
+        """``n`` sequences from one ``generate`` call (the plain arm's batches)."""
+        import torch
+
+        check_sampling(self.engine, sampling)
+        st = self._state
+        ids = st["tok"](prompt, return_tensors="pt")["input_ids"]
+        kw = self._kwargs(sampling)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = st["target"].generate(
+                ids, attention_mask=torch.ones_like(ids), num_return_sequences=n, **kw
+            )
+        return [tuple(int(t) for t in row[ids.shape[1] :]) for row in out]
 
     def close(self) -> None:
         for h in self._state.get("hooks", ()):
@@ -161,32 +218,93 @@ def _alias(model: Any) -> Any:
 
 
 def ensemble_bias(
-    target: str,
-    draft: str,
+    target: str | Any,
+    draft: str | Any,
     prompt: str,
     weight: float,
     *,
     temperature: float = 1.0,
     dtype: str = "float32",
-) -> dict[str, float]:
-    """The exact bias of ``assistant_ensemble_weight=weight`` at the first generated token
-    (transformers' assistant drafts it from the prompt, so it goes through the ensemble rule):
-    the output law there is v = w*p + (1-w)*q, and TV(v, p) = (1-w) * TV(p, q). Returns
-    ``tv_pq`` and ``predicted_tv`` (no top-k / top-p: the prediction uses the temperature only).
+    tokenizer: Any = None,
+    cover: float = 0.99,
+    max_first: int = 16,
+    laws: bool = False,
+) -> dict[str, Any]:
+    """The exact bias of ``assistant_ensemble_weight=weight``, from the two models' laws before
+    any sampling. transformers' assistant drafts from the prompt, and its verifier is the
+    lossless rule against v = w*p + (1-w)*q (``_speculative_sampling``), so every drafted
+    position follows v: at the first token TV(v, p) = (1-w) * TV(p, q) exactly; with at least
+    three new tokens (so the second is drafted too, in the first step or after a rejection)
+    the first two tokens follow v1(x1) v2(x2|x1) instead of p1(x1) p2(x2|x1).
+
+    ``target`` / ``draft``: model names (loaded here, in ``dtype``) or loaded models (then
+    ``tokenizer`` too: nothing is loaded a second time). Returns ``tv_pq`` and
+    ``predicted_tv`` (first token), ``predicted_tv2`` (the law of the first two tokens, over
+    the first tokens that cover ``cover`` of both first-token laws, at most ``max_first`` of
+    them -- 0: not computed, NaN; ``uncovered`` is the mass left out, a bound on the error), ``p_top`` / ``v_top`` (the five likeliest first tokens
+    under each law), ``weight``, and with ``laws=True`` the first-token laws ``p_law`` and
+    ``v_law`` (numpy arrays, for planning a sample size). No top-k / top-p: the prediction uses the temperature only.
     """
     import torch
 
     from ... import models
 
-    tok = models.load_tokenizer(str(hf_folder(target)), progress=False)
-    ids = tok(prompt, return_tensors="pt")["input_ids"]
-    laws = []
-    for name in (target, draft):
-        model = models.load_model(str(hf_folder(name)), dtype=dtype, progress=False, packed=False)
+    if isinstance(target, str):
+        tokenizer = models.load_tokenizer(str(hf_folder(target)), progress=False)
+        load = dict(dtype=dtype, progress=False, packed=False)
+        target = models.load_model(str(hf_folder(target, dtype=dtype)), **load)
+        draft = models.load_model(str(hf_folder(draft, dtype=dtype)), **load)
+    if tokenizer is None:
+        raise ValueError("ensemble_bias: pass tokenizer= with loaded models")
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+
+    def laws(model: Any, x1: list[int]) -> tuple[Any, Any]:
+        """(law of token 1, laws of token 2 after each x1 in ``x1``)."""
         with torch.no_grad():
-            logits = model(input_ids=ids).logits[0, -1].float() / temperature
-        laws.append(torch.softmax(logits, -1))
-        del model
-    p_target, q_draft = laws
-    tv = 0.5 * float((p_target - q_draft).abs().sum())
-    return {"tv_pq": tv, "predicted_tv": (1 - weight) * tv, "weight": weight}
+            first = model(input_ids=ids).logits[0, -1].float() / temperature
+            second = None
+            if x1:
+                batch = torch.cat([ids.repeat(len(x1), 1), torch.tensor(x1)[:, None]], 1)
+                second = model(input_ids=batch).logits[:, -1].float() / temperature
+        return torch.softmax(first, -1), (None if second is None else torch.softmax(second, -1))
+
+    # first pass: the first-token laws (x1 chosen from them, then one batched pass each)
+    p1, _ = laws(target, [])
+    q1, _ = laws(draft, [])
+    v1 = weight * p1 + (1 - weight) * q1
+    tv_pq = 0.5 * float((p1 - q1).abs().sum())
+    both = torch.maximum(p1, v1)
+    order = torch.argsort(both, descending=True)
+    x1: list[int] = []
+    for t in order.tolist()[: max(max_first, 0)]:
+        if float(p1[x1].sum()) >= cover and float(v1[x1].sum()) >= cover:
+            break
+        x1.append(int(t))
+    if not x1:
+        joint, uncovered = float("nan"), float("nan")
+    else:
+        _, p2 = laws(target, x1)
+        _, q2 = laws(draft, x1)
+        v2 = weight * p2 + (1 - weight) * q2
+        joint = 0.5 * float((p1[x1, None] * p2 - v1[x1, None] * v2).abs().sum())
+        uncovered = float(1 - p1[x1].sum()) + float(1 - v1[x1].sum())
+
+    def top(law: Any) -> list[list]:
+        vals, idx = torch.topk(law, 5)
+        return [
+            [tokenizer.decode([int(i)]), round(float(v), 4)] for v, i in zip(vals, idx, strict=True)
+        ]
+
+    out: dict[str, Any] = {}
+    if laws:
+        out = {"p_law": p1.double().numpy(), "v_law": v1.double().numpy()}
+    return {
+        **out,
+        "tv_pq": tv_pq,
+        "predicted_tv": (1 - weight) * tv_pq,
+        "predicted_tv2": joint,
+        "uncovered": uncovered,
+        "p_top": top(p1),
+        "v_top": top(v1),
+        "weight": weight,
+    }

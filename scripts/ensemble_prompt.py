@@ -105,9 +105,21 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - t0, 1),
         "candidates": rows,
     }
-    (args.out / "prompt_choice.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    text = json.dumps(_no_nan(meta), indent=1, default=str, allow_nan=False)
+    (args.out / "prompt_choice.json").write_text(text + "\n")
     print(f"chosen: {rows[0]['prompt']!r}, {rows[0]['planned_n_per_arm']} per arm", flush=True)
     return 0
+
+
+def _no_nan(x):
+    """Strict JSON: a value the first-token choice does not compute (NaN) is null."""
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, dict):
+        return {k: _no_nan(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_no_nan(v) for v in x]
+    return x
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ _HOMES = {
     **dict.fromkeys(
         ["grid_drafters", "pooled_cells", "precision_drafters"], "specviz.lab.drafter_sets"
     ),
-    **dict.fromkeys(["logit_margins", "precision_greedy"], "specviz.lab.numerics"),
+    **dict.fromkeys(
+        ["logit_margins", "precision_greedy", "verify_decode_gaps"], "specviz.lab.numerics"
+    ),
     **dict.fromkeys(["GridExplorer", "ToyExplorer"], "specviz.lab.explorers"),
     "PromptPlayground": "specviz.lab.playground",
     "first_token_law": "specviz.effects.zoo",

@@ -34,6 +34,7 @@ _HOMES = {
             "load_models",
             "power_curves",
             "run_prompts",
+            "run_timings",
             "same_seed_runs",
             "sample_continuations",
             "samples_for_power",

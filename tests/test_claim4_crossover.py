@@ -117,6 +117,30 @@ def test_claim5_supported_when_metrics_disagree():
     assert "loses on ttft_p50" in v.reason and "throughput_tok_s" in v.reason
 
 
+def test_claim5_prints_the_floor_of_each_deciding_metric():
+    """09's committed report read "tpot_p50 1.28x ... noise floor +/-30%" -- a win that looked
+    inside the floor, because the largest floor (another metric's) was printed. Each deciding
+    metric's own floor is printed, and a win is counted only beyond its own."""
+    import pandas as pd
+
+    class Sweep:
+        scenario = "closed"
+
+        def speedups(self, metric, engine=None):
+            v = {"throughput_tok_s": 1.01, "ttft_p50": 0.74, "tpot_p50": 1.28}[metric]
+            return pd.DataFrame({"level": [2.0], "speedup": [v]})
+
+        def noise_floor(self, metric):
+            return {"throughput_tok_s": 0.21, "ttft_p50": 0.10, "tpot_p50": 0.20}[metric]
+
+    m = ("throughput_tok_s", "ttft_p50", "tpot_p50")
+    v = claim5_verdict(Sweep(), m)
+    assert v.status == "supported" and "wins on tpot_p50 and loses on ttft_p50" in v.reason
+    assert "noise floors tpot_p50 +/-20%, ttft_p50 +/-10%" in v.reason and "21%" not in v.reason
+    Sweep.noise_floor = lambda self, metric: 0.30  # the win 1.28x is now inside its floor
+    assert claim5_verdict(Sweep(), m).status == "not supported"
+
+
 def test_claim5_not_supported_when_every_metric_agrees():
     better = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.005, name="s",
                           speculative=True)  # fmt: skip

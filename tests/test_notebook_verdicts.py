@@ -120,6 +120,34 @@ def test_claim7_separates_speculation_from_precision():
     assert "contradicts claim 7" in lines[0] and "cannot tell at this size" in lines[1]
 
 
+def test_claim7_a_near_tie_divergence_is_not_never_changed():
+    """A speculative divergence at a near tie changed the text: the line must not say that
+    speculation never did (the old wording did), and it names where."""
+    (line, _) = claim7_verdict(_greedy_rows(spec_verdict="numerics"))
+    assert "never changed" not in line and "supports claim 7's condition" in line
+    assert "bf16 lookup on a (margin 2.5)" in line and "0 of 2 runs identical" not in line
+
+
+def _with_chances(table, within, flips):
+    return table.assign(verify_gap=0.5, within_gap=within, verify_flips=flips, decisions=8)
+
+
+def test_claim7_identity_is_a_test_only_where_rounding_could_flip_a_decision():
+    """Identical texts with no decision within the verify-vs-decode gap decide nothing
+    (cannot tell); with such decisions they support the identity; the direct measurement is
+    printed per precision, deduplicated over drafters."""
+    from specviz.lab.verdicts import read_verdict
+
+    none = claim7_verdict(_with_chances(_greedy_rows(), within=0, flips=0))
+    assert read_verdict(none[0]) == "cannot tell" and "largest 0.5" in none[0]
+    some = claim7_verdict(_with_chances(_greedy_rows(), within=3, flips=0))
+    assert read_verdict(some[0]) == "supports" and "; 6 greedy decisions" in some[0]  # 2 dtypes
+    detail = [x for x in some if "verify vs decode" in x]
+    assert [x.split(" (")[1][:4] for x in detail] == ["fp32", "bf16"]
+    assert "3 of 8 greedy decisions" in detail[1] and "flipped at 0" in detail[1]
+    assert read_verdict(detail[1]) is None  # a measurement, not a verdict
+
+
 # -- 12: coverage per task with an interval -----------------------------------------------------
 
 

@@ -498,6 +498,9 @@ def test_precision_greedy_identical_and_a_negative_control(smollm2):
     )
     assert len(table) == 1 * (2 + 3)  # fp32: 2 drafters; same: plain + 2 drafters
     assert table.identical.all() and set(table.verdict) == {"identical"}
+    # could speculation have changed the text: measured per (prompt, dtype), fp32 rounding only
+    assert (table.verify_gap < 1e-2).all() and (table.verify_flips == 0).all()
+    assert (table.decisions == 5).all() and table.within_gap.between(0, 5).all()
     assert margins["fp32"].shape == (5,) and np.allclose(margins["fp32"], margins["same"])
     bad, _ = W.precision_greedy(
         {"fp32": model, "cut": early_exit_model(model, 20)}, {}, [prompt], tok, max_new_tokens=5
@@ -506,6 +509,37 @@ def test_precision_greedy_identical_and_a_negative_control(smollm2):
     assert not row.identical and row.verdict == "bug" and row.margin > 0.05
     with pytest.raises(ValueError, match="empty"):
         W.precision_greedy({}, {}, [prompt], tok, max_new_tokens=2)
+
+
+def test_verify_decode_gaps_small_in_fp32_and_a_verify_pass_that_flips():
+    """On a tiny fp32 llama the verify pass (gamma + 1 positions per call) and plain decoding
+    (one per call) agree to rounding and flip nothing; a model whose multi-position calls add
+    a penalty to their argmax (the negative control) flips every decision after the prefill."""
+    from specviz.fixtures.llamas import tiny_llama
+
+    model = tiny_llama(11, seed=3)
+    prompt, tokens = [1, 2, 3], [4, 5, 6, 7, 8, 9, 10]
+    g = W.verify_decode_gaps
+    out = g(model, prompt, tokens, gamma=3)
+    assert out["gap"].shape == out["margin"].shape == out["flip"].shape == (7,)
+    assert out["gap"].max() < 1e-4 and not out["flip"].any() and (out["margin"] > 0).all()
+
+    class Biased:
+        device = model.device
+
+        def __call__(self, input_ids, use_cache, **cache):
+            res = model(input_ids=input_ids, use_cache=True, **cache)
+            (kv,) = cache.values()
+            if input_ids.shape[1] > 1 and kv.get_seq_length() > input_ids.shape[1]:
+                top = res.logits.argmax(-1, keepdim=True)  # only verify calls after the prefill
+                res.logits.scatter_add_(-1, top, torch.full(top.shape, -1e3))
+            return res
+
+    bad = g(Biased(), prompt, tokens, gamma=3)
+    assert bad["flip"][0] == False and bad["flip"][1:].all()  # noqa: E712
+    assert bad["gap"][1:].min() >= 999
+    with pytest.raises(ValueError, match="gamma"):
+        g(model, prompt, tokens, gamma=0)
 
 
 # -- drafters x task types (notebook 07) -----------------------------------------------------

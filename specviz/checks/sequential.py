@@ -156,13 +156,15 @@ class SequentialReport:
             what = (
                 f"equivalent within {self.tv_tolerance:g} after {n:,} samples per arm: every "
                 f"position's token law within TV {self.tv_tolerance:g} of the reference, at "
-                f"{1 - a:.3g} confidence (largest TV upper end {self.tv_upper:.3g}; e-value "
+                f"{1 - a:.3g} confidence (largest TV upper end "
+                f"{_beside(self.tv_upper, self.tv_tolerance)}; e-value "
                 f"{self.e_value:.3g})"
             )
         else:
             what = (
                 f"inconclusive: the cap ({cap:,} per arm) came first, with e-value "
-                f"{self.e_value:.3g} (< {1 / a:g}) and TV upper end {self.tv_upper:.3g} "
+                f"{self.e_value:.3g} (< {1 / a:g}) and TV upper end "
+                f"{_beside(self.tv_upper, self.tv_tolerance)} "
                 f"(> {self.tv_tolerance:g}): no difference found, none ruled out below TV "
                 f"{self.tv_upper:.3g} -- not evidence of equivalence"
             )
@@ -178,6 +180,21 @@ class SequentialReport:
         out["trajectory"] = self.trajectory.to_dict(orient="records")
         out["views"] = self.views.to_dict(orient="records")
         return out
+
+
+def _beside(x: float, ref: float) -> str:
+    """``x`` with as many significant digits (3 to 6) as it takes not to print like ``ref``
+    when it differs: an upper end of 0.04996 next to a tolerance of 0.05 reads "0.04996", not
+    "0.05" -- which would look like a bound that is not below the tolerance.
+
+    >>> _beside(0.049962, 0.05), _beside(0.1453, 0.05), _beside(0.05, 0.05)
+    ('0.04996', '0.145', '0.05')
+    """
+    for digits in range(3, 7):
+        text = f"{x:.{digits}g}"
+        if x == ref or float(text) != ref:
+            return text
+    return f"{x:.6g}"
 
 
 class SequentialRun:

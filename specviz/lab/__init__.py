@@ -34,6 +34,7 @@ _HOMES = {
             "load_models",
             "power_curves",
             "run_prompts",
+            "run_timings",
             "same_seed_runs",
             "sample_continuations",
             "samples_for_power",
@@ -46,7 +47,9 @@ _HOMES = {
     **dict.fromkeys(
         ["grid_drafters", "pooled_cells", "precision_drafters"], "specviz.lab.drafter_sets"
     ),
-    **dict.fromkeys(["logit_margins", "precision_greedy"], "specviz.lab.numerics"),
+    **dict.fromkeys(
+        ["logit_margins", "precision_greedy", "verify_decode_gaps"], "specviz.lab.numerics"
+    ),
     **dict.fromkeys(["GridExplorer", "ToyExplorer"], "specviz.lab.explorers"),
     "PromptPlayground": "specviz.lab.playground",
     "first_token_law": "specviz.effects.zoo",

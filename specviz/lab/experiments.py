@@ -37,6 +37,7 @@ __all__ = [
     "load_models",
     "PromptRun",
     "run_prompts",
+    "run_timings",
     "PlainComparison",
     "compare_with_plain",
     "acceptance_at",
@@ -337,6 +338,46 @@ def run_prompts(
                     f"{time.perf_counter() - t0:.1f} s"
                 )
     return runs
+
+
+def run_timings(runs: Sequence[PromptRun]) -> dict[tuple[str, int], dict[str, float]]:
+    """Per (category, gamma) of :func:`run_prompts`'s runs: ``tokens_per_s`` and
+    ``draft_share`` (the drafter's share of the wall time), each the *median over the cell's
+    runs* (one per prompt), ``draft_ms`` (the median draft time of a full-gamma step) and
+    ``runs``. Medians, not pooled sums or means: on a shared machine one run paused by the OS
+    (another job, a SIGSTOP) takes minutes, which a pooled sum or a mean passes on to the whole
+    cell, and the fastest gamma or the draft cost per step then read backwards.
+
+    >>> from types import SimpleNamespace as NS
+    >>> def run(g, seconds, draft):
+    ...     steps = [NS(drafted=g, draft_time=draft)] * 4
+    ...     res = NS(total_time=seconds, new_tokens=[0] * 10)
+    ...     return NS(category="c", gamma=g, result=res, trace=NS(steps=steps))
+    >>> t = run_timings([run(2, 1.0, 0.01), run(2, 1.1, 0.01), run(2, 200.0, 50.0)])
+    >>> round(t["c", 2]["tokens_per_s"], 2), round(t["c", 2]["draft_ms"], 1), t["c", 2]["runs"]
+    (9.09, 10.0, 3)
+    """
+    cells: dict[tuple[str, int], list[Any]] = {}
+    for r in runs:
+        cells.setdefault((r.category, r.gamma), []).append(r)
+    out = {}
+    for key, rs in cells.items():
+        tps = [
+            len(r.result.new_tokens) / r.result.total_time for r in rs if r.result.total_time > 0
+        ]
+        share = [
+            sum(s.draft_time for s in r.trace.steps) / r.result.total_time
+            for r in rs
+            if r.result.total_time > 0
+        ]
+        full = [s.draft_time for r in rs for s in r.trace.steps if s.drafted == key[1]]
+        out[key] = {
+            "tokens_per_s": float(np.median(tps)) if tps else float("nan"),
+            "draft_share": float(np.median(share)) if share else float("nan"),
+            "draft_ms": 1e3 * float(np.median(full)) if full else float("nan"),
+            "runs": len(rs),
+        }
+    return out
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +25,58 @@ def logit_margins(model: Any, prompt: Sequence[int], tokens: Sequence[int]) -> n
     logits = model(input_ids=ids, logits_to_keep=len(tokens) + 1).logits[0, :-1].float()
     top = torch.topk(logits, 2, dim=-1).values  # [len(tokens), 2]
     return (top[:, 0] - top[:, 1]).cpu().numpy()
+
+
+@torch.inference_mode()
+def verify_decode_gaps(
+    model: Any, prompt: Sequence[int], tokens: Sequence[int], *, gamma: int
+) -> dict[str, np.ndarray]:
+    """The target's logits before each of ``tokens`` computed the two ways greedy decoding
+    computes them: one position per call (plain decoding) and ``gamma + 1`` positions per call
+    (a speculative verify pass), both on a KV cache after the same prompt prefill, teacher
+    forced along ``tokens`` (normally the plain greedy text).
+
+    Returns arrays over the positions: ``gap`` (the largest absolute logit difference between
+    the two), ``margin`` (top-1 minus top-2 logit of the one-per-call pass) and ``flip`` (the
+    two passes' argmax differ there: a verify pass with these shapes would change the greedy
+    text at that decision). A decision with ``margin <= gap`` is within reach of the rounding
+    difference; whether it flips depends on the direction of the rounding. The real run's
+    verify calls start wherever the previous step ended, so this measures the shapes, not the
+    exact calls of one speculative run."""
+    from transformers import DynamicCache
+
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be an integer >= 1, got {gamma!r}")
+    n = len(tokens)
+    # transformers renamed ``past_key_values`` to ``cache`` (as core.runners.HFRunner does)
+    fwd = getattr(model, "forward", None)
+    kw = "cache" if fwd is not None and "cache" in inspect.signature(fwd).parameters else (
+        "past_key_values")  # fmt: skip
+    if n == 0:
+        return {
+            k: np.zeros(0, dtype=bool if k == "flip" else float) for k in ("gap", "margin", "flip")
+        }
+
+    def logits(chunk: int) -> torch.Tensor:
+        cache = DynamicCache()
+        ids = torch.tensor([list(prompt)], device=model.device)
+        out = model(input_ids=ids, use_cache=True, **{kw: cache})
+        rows = [out.logits[0, -1].float()]
+        pos = 0
+        while len(rows) < n:
+            seg = torch.tensor([list(tokens[pos : pos + chunk])], device=model.device)
+            out = model(input_ids=seg, use_cache=True, **{kw: cache})
+            rows.extend(out.logits[0].float())
+            pos += seg.shape[1]
+        return torch.stack(rows[:n])
+
+    dec, ver = logits(1), logits(gamma + 1)
+    top = torch.topk(dec, 2, dim=-1).values
+    return {
+        "gap": (dec - ver).abs().amax(dim=-1).cpu().numpy().astype(float),
+        "margin": (top[:, 0] - top[:, 1]).cpu().numpy().astype(float),
+        "flip": (dec.argmax(-1) != ver.argmax(-1)).cpu().numpy(),
+    }
 
 
 def _first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -73,12 +126,17 @@ def precision_greedy(
         ids = render_prompt(tokenizer, pr)
         pid = getattr(pr, "id", str(pr)[:20])
         cat = getattr(pr, "category", "unknown")
-        plain = {}
+        plain, chance = {}, {}
         for dt, model in targets.items():
             plain[dt] = autoregressive_generate(
                 model, ids, max_new_tokens=max_new_tokens, eos_token_id=eos
             ).new_tokens
             margins[dt].append(logit_margins(model, ids, plain[dt]))
+            g = verify_decode_gaps(model, ids, plain[dt], gamma=gamma)
+            gmax = float(g["gap"].max()) if len(g["gap"]) else 0.0
+            chance[dt] = dict(verify_gap=gmax, within_gap=int((g["margin"] <= gmax).sum()),
+                              decisions=len(plain[dt]),
+                              verify_flips=int(g["flip"].sum()))  # fmt: skip
         ref_model = targets[ref_name]
         for dt, model in targets.items():
             cands: list[tuple[str, list[int], list[int], Any]] = []
@@ -114,6 +172,7 @@ def precision_greedy(
                         reference_token=ref[i] if i is not None and i < len(ref) else None,
                         candidate_token=cand[i] if i is not None and i < len(cand) else None,
                         new_tokens=len(cand),
+                        **chance[dt],
                     )
                 )
     flat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in margins.items()}

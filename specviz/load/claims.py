@@ -188,12 +188,16 @@ def claim5_verdict(
         loses = [m for m, v in vals.items() if v < 1.0 - floors[m]]
         if wins and loses:
             shown = ", ".join(f"{m} {v:.2f}x" for m, v in vals.items())
-            top = max(floors.values())
+            # each deciding metric's own floor: one (the largest) would read as if a win
+            # inside it had been counted
+            own = ", ".join(f"{m} +/-{floors[m]:.0%}" for m in wins + loses if floors[m] > 0)
             return ClaimVerdict(
                 5,
                 "supported",
                 f"at {level:g} {unit} speculation wins on {', '.join(wins)} and loses on "
-                f"{', '.join(loses)} ({shown}; > 1: speculation better{_noise_note(top)})",
+                f"{', '.join(loses)} ({shown}; > 1: speculation better"
+                + (f"; noise floors {own}" if own else "")
+                + ")",
             )
     top = max(floors.values())
     return ClaimVerdict(

@@ -265,13 +265,22 @@ def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
     from :func:`specviz.lab.experiments.precision_greedy`'s table, in two parts:
 
     * *speculation changed the text*: the speculative rows (any drafter, compared with plain
-      decoding in the same precision). Every row identical, or diverging only at a near tie
-      ("numerics"), *supports* the identity; a divergence with a clear logit margin ("bug")
-      *contradicts* it;
+      decoding in the same precision). A divergence with a clear logit margin ("bug")
+      *contradicts* the identity; a divergence at a near tie ("numerics") *supports claim 7's
+      condition* (the verify pass rounded differently from the decode pass: numerics, not the
+      acceptance rule, changed the text). Every row identical *supports* the identity, and the
+      line says how many greedy decisions were close enough for the verify pass's rounding to
+      flip them (``within_gap``, when the table has it): with none, the identity held where it
+      could not have failed, and the line says so (*cannot tell at this size* whether rounding
+      in the verify pass changes greedy text);
     * *precision changed the text*: the ``plain`` rows (plain decoding in another precision
       against plain ``reference``). A divergence *supports* the condition (numerics alone
       changed the greedy text, no speculation involved); none means *cannot tell at this
       size* (the condition was not exercised).
+
+    With ``verify_gap`` / ``within_gap`` / ``verify_flips`` columns, one more line per
+    precision gives the direct measurement: how far the verify pass's logits are from the
+    decode pass's, and at how many decisions its argmax flips.
     """
     spec = table[table.drafter != "plain"]
     prec = table[table.drafter == "plain"]
@@ -279,6 +288,9 @@ def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
     bugs = spec[spec.verdict == "bug"]
     ties = spec[spec.verdict == "numerics"]
     n_same = int(spec.identical.sum())
+    chances = None
+    if {"verify_gap", "within_gap", "verify_flips"} <= set(spec.columns):
+        chances = spec.drop_duplicates(["prompt", "dtype"])
     head = (f"Claim 7, speculation (speculative vs plain greedy, same precision): {n_same} of "
             f"{len(spec)} runs identical")  # fmt: skip
     if len(bugs):
@@ -286,13 +298,41 @@ def claim7_verdict(table: Any, *, reference: str = "fp32") -> list[str]:
                           for r in bugs.itertuples())  # fmt: skip
         out.append(head + f"; diverged with a clear margin at {where} -- contradicts claim 7: "
                    "the verify path, not numerics, changed the text.")  # fmt: skip
-    else:
+    elif len(ties):
         exact = int((ties.margin == 0).sum())
-        note = (f"; {len(ties)} diverged at near ties (numerics: the verify pass and the decode "
-                "pass rounded differently" + (f"; {exact} at an exact tie, decided by "
-                "tie-breaking alone" if exact else "") + ")" if len(ties) else "")  # fmt: skip
+        where = ", ".join(f"{r.dtype} {r.drafter} on {r.prompt} (margin {r.margin:.3g})"
+                          for r in ties.itertuples())  # fmt: skip
+        out.append(head + f"; {len(ties)} diverged at near ties ({where}"
+                   + (f"; {exact} at an exact tie, decided by tie-breaking alone" if exact else "")
+                   + ") -- supports claim 7's condition: speculation changed the greedy text "
+                   "through numerics (its verify pass rounded differently from the decode pass "
+                   "at a near tie), not through the acceptance rule.")  # fmt: skip
+    elif chances is not None and int(chances.within_gap.sum()) == 0:
+        out.append(head + " -- cannot tell at this size whether speculation can change greedy "
+                   "text: no greedy decision had a margin within the verify-vs-decode logit gap "
+                   f"(largest {float(chances.verify_gap.max()):.3g}), so the verify pass's "
+                   "rounding could not flip one here and identical texts were certain.")  # fmt: skip
+    else:
+        note = ""
+        if chances is not None:
+            note = (f"; {int(chances.within_gap.sum())} greedy decisions had a margin within the "
+                    "verify-vs-decode logit gap, where the verify pass's rounding could flip "
+                    "the argmax")  # fmt: skip
         out.append(head + note + " -- supports claim 7: speculation itself never changed the "
                    "greedy text.")  # fmt: skip
+    if chances is not None:
+        for dt in dict.fromkeys(chances.dtype):
+            c = chances[chances.dtype == dt]
+            n = int(c.decisions.sum()) if "decisions" in c else None
+            of = f" of {n}" if n is not None else ""
+            out.append(
+                f"Claim 7, verify vs decode ({dt}): the target's logits computed by a verify pass "
+                f"and by plain decoding differ by up to {float(c.verify_gap.max()):.3g} along the "
+                f"plain texts; {int(c.within_gap.sum())}{of} greedy decisions had a top-1/top-2 "
+                f"margin within that gap, and the verify pass's argmax flipped at "
+                f"{int(c.verify_flips.sum())} (teacher forced; a real run's verify calls start "
+                "where its previous step ended)."
+            )
     diff = prec[~prec.identical]
     for dt in dict.fromkeys(prec.dtype):
         sub, d = prec[prec.dtype == dt], diff[diff.dtype == dt]

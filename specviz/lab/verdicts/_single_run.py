@@ -38,6 +38,7 @@ __all__ = [
     "ClaimLine",
     "acceptance_by_position",
     "acceptance_vs_probabilities",
+    "answer_text",
     "calls_vs_speed",
     "draft_sources",
     "opening_step",
@@ -211,6 +212,37 @@ def _tested(trace: Any) -> list[tuple[int, Any]]:
     return [
         (s.step, r) for s in trace.steps for r in s.positions if r.evaluated and r.draft_token >= 0
     ]
+
+
+def answer_text(
+    tokenizer: Any, tokens: Sequence[int], *, max_new_tokens: int, eos_token_id: Any = None
+) -> str:
+    """The generated answer as a reader should take it: the decoded text, then how it ended --
+    at the end-of-sequence token, or cut at ``max_new_tokens`` before the model finished (said
+    so, with "[...]", so that a sentence cut by the token budget is not read as the model's
+    answer).
+
+    >>> class Tok:
+    ...     def decode(self, ids, skip_special_tokens=False):
+    ...         return " ".join(str(i) for i in ids if not (skip_special_tokens and i == 0))
+    >>> print(answer_text(Tok(), [5, 6, 7], max_new_tokens=3, eos_token_id=0))
+    5 6 7 [...]
+    (cut at MAX_NEW_TOKENS = 3 new tokens, before the model finished its answer)
+    >>> print(answer_text(Tok(), [5, 6, 0], max_new_tokens=3, eos_token_id=0))
+    5 6
+    (the model ended its answer after 3 tokens, end-of-sequence token included)
+    """
+    from ...decoding.inputs import eos_set
+
+    tokens = [int(t) for t in tokens]
+    text = tokenizer.decode(tokens, skip_special_tokens=True).rstrip()
+    if tokens and tokens[-1] in eos_set(eos_token_id):
+        return (f"{text}\n(the model ended its answer after {len(tokens)} tokens, "
+                "end-of-sequence token included)")  # fmt: skip
+    if len(tokens) >= max_new_tokens:
+        return (f"{text} [...]\n(cut at MAX_NEW_TOKENS = {max_new_tokens} new tokens, before the "
+                "model finished its answer)")  # fmt: skip
+    return f"{text}\n(stopped after {len(tokens)} tokens)"
 
 
 def draft_sources(trace: Any) -> str:

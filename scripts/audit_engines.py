@@ -242,16 +242,11 @@ def _ensemble_prediction(ens: tuple, prompts: list[str]) -> list[dict[str, Any]]
 
     from ensemble_prompt import planned_n
 
-    from specviz import models
-    from specviz.audit.engines.convert import hf_folder
-    from specviz.audit.engines.hf import ensemble_bias
+    from specviz.audit.engines.hf import ensemble_bias, load_bias_pair
     from specviz.core.heap import trim_heap
 
     target, draft, w, dtype = ens
-    load = dict(dtype=dtype, progress=False, packed=False)
-    tok = models.load_tokenizer(str(hf_folder(target)), progress=False)
-    tm = models.load_model(str(hf_folder(target, dtype=dtype)), **load)
-    dm = models.load_model(str(hf_folder(draft, dtype=dtype)), **load)
+    tok, tm, dm = load_bias_pair(target, draft, dtype)
     rows = []
     for p in prompts:
         pr = ensemble_bias(tm, dm, p, w, tokenizer=tok, laws=True)

@@ -69,15 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("reports/audit/hf-qwen-ensemble"))
     args = ap.parse_args(argv)
-    from specviz import models
-    from specviz.audit.engines.convert import hf_folder
-    from specviz.audit.engines.hf import ensemble_bias
+    from specviz.audit.engines.hf import ensemble_bias, load_bias_pair
 
     t0 = time.perf_counter()
-    load = dict(dtype=DTYPE, progress=False, packed=False)
-    tok = models.load_tokenizer(str(hf_folder(TARGET)), progress=False)
-    target = models.load_model(str(hf_folder(TARGET, dtype=DTYPE)), **load)
-    draft = models.load_model(str(hf_folder(DRAFT, dtype=DTYPE)), **load)
+    tok, target, draft = load_bias_pair(TARGET, DRAFT, DTYPE)
     rows = []
     for prompt in CANDIDATES:
         # the first-token laws only (the plan's test): the two-token prediction costs a

@@ -217,6 +217,18 @@ def _alias(model: Any) -> Any:
     return alias
 
 
+def load_bias_pair(target: str, draft: str, dtype: Any) -> tuple[Any, Any, Any]:
+    """(tokenizer, target, draft) for :func:`ensemble_bias`: the models as the audit's
+    transformers engine loads them (the folder stored in ``dtype``, stock kernels)."""
+    from ... import models
+
+    load = dict(dtype=dtype, progress=False, packed=False)
+    tokenizer = models.load_tokenizer(str(hf_folder(target)), progress=False)
+    target_model = models.load_model(str(hf_folder(target, dtype=dtype)), **load)
+    draft_model = models.load_model(str(hf_folder(draft, dtype=dtype)), **load)
+    return tokenizer, target_model, draft_model
+
+
 def ensemble_bias(
     target: str | Any,
     draft: str | Any,
@@ -247,13 +259,8 @@ def ensemble_bias(
     """
     import torch
 
-    from ... import models
-
     if isinstance(target, str):
-        tokenizer = models.load_tokenizer(str(hf_folder(target)), progress=False)
-        load = dict(dtype=dtype, progress=False, packed=False)
-        target = models.load_model(str(hf_folder(target, dtype=dtype)), **load)
-        draft = models.load_model(str(hf_folder(draft, dtype=dtype)), **load)
+        tokenizer, target, draft = load_bias_pair(target, draft, dtype)
     if tokenizer is None:
         raise ValueError("ensemble_bias: pass tokenizer= with loaded models")
     ids = tokenizer(prompt, return_tensors="pt")["input_ids"]

@@ -157,6 +157,26 @@ class Engine:
                 self.after_failure()
         return out
 
+    def sample_in_chunks(self, prompt: str, sampling: Sampling, seeds: Sequence[int], run,
+                         *, steps: bool = False) -> list[EngineSample]:  # fmt: skip
+        """``seeds`` in chunks of ``self.batch``, one engine call per chunk: ``run(chunk)``
+        returns each request's tokens, or None when the call failed -- then that chunk's
+        requests run one at a time (:meth:`sample`), so the failing request is found and
+        counted. Each request is charged an equal share of its chunk's time; ``steps``: one
+        target step per token (plain decoding)."""
+        self.ensure_loaded()
+        out: list[EngineSample] = []
+        for i in range(0, len(seeds), self.batch):
+            chunk = [int(s) for s in seeds[i : i + self.batch]]
+            t0 = time.perf_counter()
+            rows = run(chunk)
+            if rows is None:
+                out += Engine.sample(self, prompt, sampling, chunk)
+                continue
+            each = (time.perf_counter() - t0) / len(chunk)
+            out += [EngineSample(tuple(r), each, steps=len(r) if steps else None) for r in rows]
+        return out
+
     def close(self) -> None:
         """Free the models (the audit calls it when done with this arm)."""
 

@@ -161,23 +161,16 @@ class TransformersEngine(Engine):
     def sample(self, prompt: str, sampling: Sampling, seeds: Any) -> list[EngineSample]:
         if self.batch == 1 or len(seeds) <= 1 or sampling.greedy:
             return super().sample(prompt, sampling, seeds)
-        self.ensure_loaded()
-        out: list[EngineSample] = []
-        for i in range(0, len(seeds), self.batch):
-            chunk = [int(s) for s in seeds[i : i + self.batch]]
-            t0 = time.perf_counter()
+
+        def run(chunk: list[int]) -> list[tuple[int, ...]] | None:
             try:
-                rows = self._generate(prompt, sampling, chunk[0], len(chunk))
+                return self._generate(prompt, sampling, chunk[0], len(chunk))
             except (KeyboardInterrupt, MemoryError):
                 raise
             except Exception:  # noqa: BLE001 - find which request fails, one at a time
-                rows = None
-            if rows is None:
-                out += super().sample(prompt, sampling, chunk)
-                continue
-            each = (time.perf_counter() - t0) / len(chunk)
-            out += [EngineSample(r, each, steps=len(r)) for r in rows]
-        return out
+                return None
+
+        return self.sample_in_chunks(prompt, sampling, seeds, run, steps=True)
 
     def _generate(
         self, prompt: str, sampling: Sampling, seed: int, n: int

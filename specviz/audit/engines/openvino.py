@@ -158,11 +158,8 @@ class OpenVINOEngine(Engine):
     def sample(self, prompt: str, sampling: Sampling, seeds: Any) -> list[EngineSample]:
         if self.batch == 1 or len(seeds) <= 1:
             return super().sample(prompt, sampling, seeds)
-        self.ensure_loaded()
-        out: list[EngineSample] = []
-        for i in range(0, len(seeds), self.batch):
-            chunk = [int(s) for s in seeds[i : i + self.batch]]
-            t0 = time.perf_counter()
+
+        def run(chunk: list[int]) -> list[tuple[int, ...]] | None:
             try:
                 res = self._state["pipe"].generate(
                     [self._ids(prompt)] * len(chunk), [self._config(sampling, s) for s in chunk]
@@ -170,12 +167,11 @@ class OpenVINOEngine(Engine):
             except RuntimeError:
                 res = None
             if res is None:
-                self.after_failure()  # find which request fails, one at a time
-                out += super().sample(prompt, sampling, chunk)
-                continue
-            each = _since(t0) / len(chunk)
-            out += [EngineSample(tuple(int(t) for t in r.m_generation_ids[0]), each) for r in res]
-        return out
+                self.after_failure()  # a damaged pipeline is rebuilt before the retries
+                return None
+            return [tuple(int(t) for t in r.m_generation_ids[0]) for r in res]
+
+        return self.sample_in_chunks(prompt, sampling, seeds, run)
 
     def after_failure(self) -> None:
         if self.reload_after_failure:

@@ -244,6 +244,7 @@ class BatchRunner:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self.cache = DynamicCache(config=model.config)
         self.mask = torch.zeros(batch, 0, dtype=torch.bool, device=self.device)
+        self._lazy: _LazyColumn | None = None  # a deferred last column (see extend)
 
     def extend(
         self,
@@ -259,13 +260,19 @@ class BatchRunner:
         ``defer_last`` (a model whose logits are its output embedding, see
         :meth:`can_defer`): the last column's logits are left out ([B, num_logits - 1, V]) and
         computed later only for the rows that need them (:meth:`deferred_logits`) -- a verify
-        pass needs its bonus law only where every draft was accepted.
+        pass needs its bonus law only where every draft was accepted. Without
+        ``return_hidden`` (and on a cache of plain layers) the last column is not even fed:
+        the model runs on it later, for those rows only (see :meth:`_defer_column`).
 
         Not under inference_mode itself: the mask must stay an ordinary tensor so rollback
         can clear bits in place."""
         tokens, valid = tokens.to(self.device), valid.to(self.device)
         before = self.mask.sum(1, keepdim=True)  # [B, 1] valid tokens so far
         positions = (before + valid.long().cumsum(1) - 1).clamp_min(0)  # [B, m]
+        self._lazy = None
+        if defer_last and not return_hidden and self._plain_layers():
+            tokens, valid, positions = self._defer_column(tokens, valid, positions)
+            num_logits -= 1
         self.mask = torch.cat([self.mask, valid], dim=1)
         threads = batch_threads(self.model, tokens.numel())
         with (
@@ -274,6 +281,8 @@ class BatchRunner:
             _sdpa_gqa(self.device, tokens.shape[1]),
             _grouped_attention(self.device, tokens.shape[0], self.cache),
         ):
+            if self._lazy is not None:
+                return self._forward(tokens, positions, num_logits)
             if defer_last:
                 logits, hidden = self._forward_hidden(tokens, positions, num_logits, skip_last=True)
                 self._deferred = hidden[:, -1].contiguous()  # [B, H]
@@ -289,9 +298,25 @@ class BatchRunner:
     def deferred_logits(self, rows: torch.Tensor) -> torch.Tensor:
         """The deferred last column's logits of ``rows`` (indices into the last
         ``extend(defer_last=True)`` call's rows) -> [n, V] float32."""
+        if self._lazy is not None:
+            return self._lazy.logits(rows.to(self.device))
         h = self._deferred[rows.to(self.device)]
         with torch.inference_mode(), torch_threads(batch_threads(self.model, h.shape[0])):
             return self.model.get_output_embeddings()(h).float()
+
+    def _plain_layers(self) -> bool:
+        """Every cache layer is one whose columns :class:`_LazyColumn` can write."""
+        from transformers.cache_utils import DynamicLayer
+
+        return all(isinstance(lay, DynamicLayer) for lay in self.cache.layers)
+
+    def _defer_column(self, tokens, valid, positions):
+        """Keep the feed's last column aside ([B, 1] token and position) and return the
+        others: with a weak draft only a few percent of rows accept every draft, and for the
+        rest that column's pass through every layer (half of a gamma = 1 verify pass) is
+        thrown away at rollback. :meth:`deferred_logits` runs it for the rows that keep it."""
+        self._lazy = _LazyColumn(self, tokens[:, -1:], positions[:, -1:], valid[:, -1])
+        return tokens[:, :-1], valid[:, :-1], positions[:, :-1]
 
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, num_logits: int):
         if tokens.shape[0] > 1 and num_logits < tokens.shape[1] and self._plain_head():
@@ -424,8 +449,70 @@ class BatchRunner:
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only these rows (finished rows leave the batch)."""
+        self._lazy = None  # its row indices referred to the rows before
         self.cache.batch_select_indices(rows.to(self.device))
         self.mask = self.mask[rows.to(self.device)]
+
+
+class _LazyColumn:
+    """A verify pass's last column, fed later for the rows that keep it.
+
+    The first :meth:`logits` call appends one physical column to the cache, a hole in every
+    row; each call runs the model on the asked rows alone (their cache rows picked out, the
+    column's token at its own position) and writes the new keys and values into that column,
+    whose mask bit it sets. Rows that never ask keep the hole, as a rejected draft would."""
+
+    def __init__(self, runner: BatchRunner, tokens, positions, valid) -> None:
+        self.runner, self.tokens, self.positions, self.valid = runner, tokens, positions, valid
+        self.column: int | None = None  # the physical column, once appended
+        self.done: dict[int, torch.Tensor] = {}  # row -> logits [V]
+
+    def logits(self, rows: torch.Tensor) -> torch.Tensor:
+        """rows [n] -> their column's logits [n, V] (float32)."""
+        todo = sorted({int(r) for r in rows.tolist()} - self.done.keys())
+        if todo:
+            new = torch.tensor(todo, dtype=torch.long, device=rows.device)
+            if not bool(self.valid[new].all()):
+                raise AssertionError("a deferred column was asked for a row that did not feed it")
+            self.done.update(zip(todo, self._run(new), strict=True))
+        return torch.stack([self.done[int(r)] for r in rows.tolist()])
+
+    def _run(self, rows: torch.Tensor) -> torch.Tensor:
+        import copy
+
+        r = self.runner
+        sub = copy.copy(r.cache)  # the asked rows' cache, without the column if appended
+        sub.layers = [copy.copy(lay) for lay in r.cache.layers]
+        sub.batch_select_indices(rows)
+        mask = r.mask[rows]
+        if self.column is not None:
+            sub.crop(-1)
+            mask = mask[:, :-1]
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        with (
+            torch.inference_mode(),
+            torch_threads(batch_threads(r.model, rows.numel())),
+            _grouped_attention(r.device, rows.numel(), sub),
+        ):
+            out = r.model(
+                input_ids=self.tokens[rows],
+                attention_mask=mask.long(),
+                position_ids=self.positions[rows],
+                use_cache=True,
+                logits_to_keep=1,
+                **{r._cache_kw: sub},
+            )
+            for lay, new in zip(r.cache.layers, sub.layers, strict=True):
+                if self.column is None:  # the column, a hole in every row
+                    lay.keys = torch.cat([lay.keys, torch.zeros_like(lay.keys[:, :, :1])], -2)
+                    lay.values = torch.cat([lay.values, torch.zeros_like(lay.values[:, :, :1])], -2)
+                lay.keys[rows, :, -1] = new.keys[:, :, -1]
+                lay.values[rows, :, -1] = new.values[:, :, -1]
+        if self.column is None:  # the mask stays an ordinary tensor (see BatchRunner.extend)
+            r.mask = torch.cat([r.mask, torch.zeros_like(r.mask[:, :1])], dim=1)
+            self.column = r.mask.shape[1] - 1
+        r.mask[rows, -1] = True
+        return out.logits[:, -1].float()
 
 
 class ToyBatchRunner:

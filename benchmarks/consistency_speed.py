@@ -26,6 +26,7 @@ import time
 import torch
 
 from specviz.checks import consistency_check
+from specviz.checks.consistency import default_batch
 from specviz.core.batch_runners import batch_threads
 from specviz.drafting import early_exit_model
 from specviz.models import load_model, load_tokenizer
@@ -51,7 +52,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--gamma", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=1000)
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="default: consistency_check's own choice"
+    )
     ap.add_argument(
         "--dtype",
         choices=("float32", "bfloat16"),
@@ -79,6 +82,7 @@ def main() -> None:
         seed=0,
     )
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    batch = args.batch_size or f"{default_batch(model.config.vocab_size, args.gamma)} (default)"
     print(report.summary())
     in_model = inner[0] + head[0]
     big = batch_threads(model, 10**6) or torch.get_num_threads()  # the choice already made
@@ -87,7 +91,7 @@ def main() -> None:
         f"wall ({seconds / 180:.2f} of the 180 s bar), {cpu:.0f} s CPU on "
         f"{torch.get_num_threads()} torch threads ({big} in batched calls of >= 32 tokens); "
         f"model forward passes {in_model / cpu:.0%} of "
-        f"the CPU time; {args.dtype}; batch size {args.batch_size}; load average {os.getloadavg()[0]:.1f} on "
+        f"the CPU time; {args.dtype}; batch size {batch}; load average {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores"
     )
 

@@ -302,13 +302,19 @@ def test_checklist_turns_speculation_on_below_the_crossover():
 
 
 def test_checklist_claim10_verdict():
-    v = checklist.claim10_verdict(_table(), draft_cost=0.3)
+    v = checklist.claim10_verdict(_table(), draft_cost=0.3, min_cells=4)
     assert v.status == "supported" and v.claim == 10
-    assert checklist.claim10_verdict(_table(), draft_cost=1.2).status == "not supported"
+    assert (
+        checklist.claim10_verdict(_table(), draft_cost=1.2, min_cells=4).status == "not supported"
+    )
     assert checklist.claim10_verdict(_table().iloc[:2]).status == "not shown"
     # a table where the raw acceptance rate tracks the speed-up and the accepted length does not
     odd = _table().assign(tokens_per_call=[1.2, 1.3, 3.1, 2.4], speedup=[1.3, 1.6, 0.9, 0.8])
-    assert checklist.claim10_verdict(odd).status == "not supported"
+    assert checklist.claim10_verdict(odd, min_cells=4).status == "not supported"
+    # 4 cells by default (the demo size: 2 categories x 2 gammas): too few to decide either way
+    for t in (_table(), odd):
+        few = checklist.claim10_verdict(t, draft_cost=0.3)
+        assert few.status == "cannot tell" and "too few" in few.reason
 
 
 # -- figures -------------------------------------------------------------------------------------

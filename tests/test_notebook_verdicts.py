@@ -227,6 +227,38 @@ def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     )
 
 
+def test_category_decisions_need_an_interval_and_claim12_can_be_undecided():
+    """The review's small 10: one prompt per category, 8 tokens, and "[OK] speculate" on a
+    single timed run, then claim 12 "not supported" built on it. With the interval over
+    prompts a category is decided only when the interval lies on one side of the bar; one
+    prompt (no interval) or a straddling interval is "cannot tell", and so is claim 12 when
+    no boundary was found but an undecided item could hide one."""
+    nan = float("nan")
+    table = pd.DataFrame(dict(category=["a", "b", "c", "d"], gamma=[2] * 4, prompts=[3, 3, 1, 3],
+                              speedup=[1.3, 1.1, 1.36, 0.8], speedup_ci_low=[1.1, 0.9, nan, 0.6],
+                              speedup_ci_high=[1.5, 1.3, nan, 0.9], acceptance=[0.6] * 4,
+                              tokens_per_call=[2.0] * 4, first_rejection_share=[0.1] * 4))  # fmt: skip
+    adv = checklist.advise(table)
+    acts = {a.scope: a.action for a in adv if a.scope.startswith("category ")}
+    assert acts == {"category a": "speculate with gamma 2", "category b": checklist.UNDECIDED,
+                    "category c": checklist.UNDECIDED, "category d": "plain decoding"}  # fmt: skip
+    why = {a.scope: a.reason for a in adv}
+    assert "contains 1.00x" in why["category b"] and "1 prompt: no interval" in why["category c"]
+    assert checklist.claim12_verdict(adv).status == "supported"  # a on, d off: a task boundary
+    # the demo's case: nothing decided beyond the point estimates -> cannot tell, not "not supported"
+    one = checklist.advise(table.iloc[[1, 2]])
+    v = checklist.claim12_verdict(one)
+    assert v.status == "cannot tell" and "category b, category c" in v.reason
+    # negative control: the same point estimates with decided intervals are "not supported"
+    sure = table.iloc[[0]].copy()
+    assert checklist.claim12_verdict(checklist.advise(sure)).status == "not supported"
+    # a table without interval columns keeps the point-estimate rule
+    bare = table.drop(columns=["speedup_ci_low", "speedup_ci_high"])
+    assert [a.action for a in checklist.advise(bare)][:4] == ["speculate with gamma 2"] * 3 + [
+        "plain decoding"
+    ]
+
+
 def test_claim10_does_not_rank_a_constant():
     """The review's small 10: every cell had 1.60 tokens per call, the rank correlation was
     NaN and the verdict read 'the raw rate tracked it better'. Nothing varied: not shown."""
@@ -291,6 +323,30 @@ def test_claim11_costs_need_separated_intervals():
     never = pd.DataFrame(cells("a", [1, 1, 1], [5, 6, 5]) + cells("b", [9, 9, 9], [0, 0, 0]))
     assert "a is the cheapest per accepted token and b the dearest" in claim11_costs(
         never, gamma=3, mode="greedy")[-1]  # fmt: skip
+
+
+def test_grid_speedup_needs_an_interval_over_prompts():
+    """07's review: "1.08x the speed of plain decoding (faster on this run)" from one timed
+    run, next to 09's 1.45x. The speed-up is pooled per prompt with an interval; a clear gain
+    is "above 1", the same gain with one slow prompt (negative control) cannot be told."""
+    from specviz.lab.verdicts import grid_speedup
+
+    def cells(spec_s, plain_s):
+        return pd.DataFrame([dict(drafter="head", gamma=3, mode="greedy", prompt_id=f"p{i}",
+                                  new_tokens=12, total_time=t, baseline_new_tokens=12,
+                                  baseline_time=b) for i, (t, b) in enumerate(zip(spec_s, plain_s, strict=True))])  # fmt: skip
+
+    fast = grid_speedup(
+        cells([1.0, 1.1, 0.9, 1.0], [1.5, 1.6, 1.4, 1.5]), "head", gamma=3, mode="greedy"
+    )
+    assert fast.verdict == "supports" and fast.estimate == pytest.approx(1.5)
+    assert "above 1 at this size" in fast.sentence()
+    mixed = grid_speedup(
+        cells([1.0, 1.1, 2.5, 1.0], [1.5, 1.6, 1.4, 1.2]), "head", gamma=3, mode="greedy"
+    )
+    assert mixed.verdict == "cannot tell" and "cannot tell at this size" in mixed.sentence()
+    with pytest.raises(ValueError, match="no cells"):
+        grid_speedup(cells([1.0], [1.5]), "lookup", gamma=3, mode="greedy")
 
 
 def test_mean_accepted_length_gets_an_interval_over_prompts():

@@ -228,7 +228,13 @@ def advise(
     """Turn the measurements into the article's decisions, with fixed thresholds:
 
     * per category: speculate with the gamma of the best measured speed-up if it is at least
-      ``min_speedup``, else fall back to plain decoding;
+      ``min_speedup``, else fall back to plain decoding. When ``table`` carries the speed-up's
+      interval over prompts (``speedup_ci_low`` / ``speedup_ci_high``, as
+      :func:`category_table` writes it) the decision needs it: speculate only when the whole
+      interval is at or above ``min_speedup``, plain decoding only when it is below, and
+      otherwise (an interval that straddles ``min_speedup``, or one prompt: no interval)
+      "cannot tell at this size" -- one timed prompt is noise, not a decision. A table
+      without those columns is judged on the point estimate;
     * if more than ``first_rejection_alarm`` of the steps at the *shortest* gamma rejected the
       first draft: shorten gamma or change the drafter (claim 10);
     * load, from the crossovers (:class:`specviz.load.Crossover`) of a load sweep: one
@@ -255,12 +261,15 @@ def advise(
             f"best speed-up {best.speedup:.2f}x at gamma {int(best.gamma)}, acceptance "
             f"{best.acceptance:.2f}, {best.tokens_per_call:.2f} tokens per target call"
         )
-        if best.speedup >= min_speedup:
+        call = _category_call(best, min_speedup)
+        if call == "on":
             out.append(
                 Advice(f"category {cat}", f"speculate with gamma {int(best.gamma)}", numbers)
             )
-        else:
+        elif call == "off":
             out.append(Advice(f"category {cat}", "plain decoding", numbers, "warn"))
+        else:
+            out.append(Advice(f"category {cat}", UNDECIDED, numbers + "; " + call, "warn"))
         short = sub.loc[sub.gamma.idxmin()]
         if short.first_rejection_share > first_rejection_alarm:
             out.append(
@@ -290,6 +299,25 @@ def advise(
         out.append(item)
     out.append(_overall(out, greedy_verdict, state, consistency))
     return out
+
+
+UNDECIDED = "cannot tell at this size: measure more prompts"
+
+
+def _category_call(best: Any, min_speedup: float) -> str:
+    """``"on"``, ``"off"``, or why the best gamma's speed-up decides nothing (its interval over
+    prompts straddles ``min_speedup``, or there is none)."""
+    if "speedup_ci_low" not in best.index:  # no intervals measured: the point estimate
+        return "on" if best.speedup >= min_speedup else "off"
+    low, high = best.speedup_ci_low, best.speedup_ci_high
+    if not (low == low and high == high):  # NaN: one prompt
+        n = int(best.prompts) if "prompts" in best.index else 1
+        return f"{n} prompt{'s' if n != 1 else ''}: no interval over prompts"
+    if low >= min_speedup:
+        return "on"
+    if high < min_speedup:
+        return "off"
+    return f"95% CI {low:.2f}x-{high:.2f}x over prompts contains {min_speedup:.2f}x"
 
 
 def _load_advice(crossovers: Sequence[Any], noise: float) -> Advice:
@@ -398,14 +426,16 @@ def _overall(out: Sequence[Advice], greedy: str | None, state: str, report: Any)
     )
 
 
-def claim10_verdict(table: Any, *, draft_cost: float | None = None) -> Any:
+def claim10_verdict(table: Any, *, draft_cost: float | None = None, min_cells: int = 6) -> Any:
     """Claim 10 (watch the mean accepted length, not only the acceptance rate; check that the
     draft is really cheaper), from :func:`category_table`: over the (category, gamma) cells,
     the rank correlation of the measured speed-up with tokens per target call against its
     correlation with the raw acceptance rate. *supported* when the mean accepted length tracks
     the speed-up at least as well (and, with ``draft_cost`` c, the draft is cheaper than the
-    target: c < 1); *not supported* otherwise; *not shown* with fewer than 3 cells.
-    Returns a :class:`specviz.load.ClaimVerdict`."""
+    target: c < 1); *not supported* otherwise; *not shown* with fewer than 3 cells, and
+    *cannot tell* with fewer than ``min_cells``: two rank correlations over 4 cells differ by
+    chance (the demo size's 2 categories x 2 gammas printed "not supported" on 0.60 against
+    1.00). Returns a :class:`specviz.load.ClaimVerdict`."""
     from ..load.claims import ClaimVerdict
 
     cells = table[table.gamma > 0]
@@ -428,6 +458,13 @@ def claim10_verdict(table: Any, *, draft_cost: float | None = None) -> Any:
         f"{rho_len:.2f} with tokens per target call and {rho_acc:.2f} with the acceptance "
         f"rate{cost}"
     )
+    if len(cells) < min_cells:
+        return ClaimVerdict(
+            10,
+            "cannot tell",
+            why + f": {len(cells)} cells are too few to tell two rank correlations apart "
+            f"(a verdict needs {min_cells})",
+        )
     if draft_cost is not None and not draft_cost < 1.0:
         return ClaimVerdict(10, "not supported", why + ": the draft is not cheaper than the target")
     if not rho_len >= rho_acc:
@@ -443,7 +480,10 @@ def claim12_verdict(advice: Sequence[Advice]) -> Any:
     low). A family that lost at *every* load is a choice of what to optimise, not a
     boundary. *supported* when speculation paid somewhere and such a boundary exists;
     *not supported* when it paid everywhere tested (a fixed switch would do); *not shown*
-    when it paid nowhere. Returns a :class:`specviz.load.ClaimVerdict`."""
+    when it paid nowhere. A decision that could not be made at this size (a category whose
+    speed-up interval straddles the bar, a load family within the noise floor) could hide a
+    boundary: without a boundary, any such item makes the verdict *cannot tell*. Returns a
+    :class:`specviz.load.ClaimVerdict`."""
     from ..load.claims import ClaimVerdict
 
     cats_on = sorted({a.scope for a in advice
@@ -460,11 +500,20 @@ def claim12_verdict(advice: Sequence[Advice]) -> Any:
     if cats_on and cats_off:
         parts.append(f"task boundary: speculate for {', '.join(cats_on)}, plain decoding for "
                      f"{', '.join(cats_off)}")  # fmt: skip
+    undecided = sorted({a.scope for a in advice if a.action == UNDECIDED})
+    undecided += [f"load ({d.family})" for d in decisions if d.status not in ("on", "off", "boundary")]  # fmt: skip
     why = f"speculation paid: {', '.join(on) or 'nowhere'}"
     if parts:
         why += "; " + "; ".join(parts)
     if on and parts:
         return ClaimVerdict(12, "supported", why)
+    if undecided:
+        return ClaimVerdict(
+            12,
+            "cannot tell",
+            why + f" -- undecided at this size: {', '.join(undecided)} (a boundary may lie "
+            "there; more prompts or repeats decide it)",
+        )
     if on:
         return ClaimVerdict(
             12, "not supported", why + " -- no boundary inside the tested range: no fallback needed"

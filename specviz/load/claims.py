@@ -33,7 +33,7 @@ __all__ = [
     "load_decisions",
 ]
 
-STATUSES = ("supported", "partly supported", "not supported", "not shown")
+STATUSES = ("supported", "partly supported", "not supported", "not shown", "cannot tell")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ __all__ = [
     "alone_sentence",
     "claim1_lines",
     "claim11_costs",
+    "grid_speedup",
     "accepted_length_intervals",
 ]
 
@@ -572,6 +573,30 @@ def _sum_ratio_ci(
     boot = np.sort(boot)  # order statistics: an infinite resample stays inf, never NaN
     lo, hi = float(boot[int(0.025 * n_boot)]), float(boot[int(0.975 * n_boot) - 1])
     return est, lo, hi
+
+
+def grid_speedup(
+    grid: Any, drafter: str, *, gamma: int, mode: str, label: str = "", seed: int = 0
+) -> RatioVerdict:
+    """One drafter's wall-clock speed-up over plain decoding in a
+    :func:`specviz.lab.analysis.run_grid` table (every cell carries its prompt's plain run,
+    ``baseline_new_tokens`` / ``baseline_time``, measured in the same run), pooled per prompt
+    at one gamma and mode, with a 95% bootstrap interval over the prompts
+    (:func:`speedup_verdict`): "above 1", "below 1" or "cannot tell at this size". A single
+    timed run decides nothing; this is what 07 says about "does the drafter pay here"."""
+    sub = grid[(grid.drafter == drafter) & (grid.gamma == gamma) & (grid["mode"] == mode)]
+    if sub.empty:
+        raise ValueError(f"no cells of drafter {drafter!r} at gamma {gamma}, mode {mode!r}")
+    per = sub.groupby("prompt_id")[
+        ["new_tokens", "total_time", "baseline_new_tokens", "baseline_time"]
+    ].sum()
+    return speedup_verdict(
+        {"tokens": per.baseline_new_tokens.tolist(), "seconds": per.baseline_time.tolist()},
+        {"tokens": per.new_tokens.tolist(), "seconds": per.total_time.tolist()},
+        claim="Speed",
+        label=label or drafter,
+        seed=seed,
+    )
 
 
 def claim11_costs(

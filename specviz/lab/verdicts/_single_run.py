@@ -73,14 +73,24 @@ class ClaimLine:
         return self.text
 
 
-def verdict_summary(lines: Iterable[ClaimLine | str]) -> str:
+def verdict_summary(lines: Iterable[Any]) -> str:
     """``Verdicts at this size: claim 1 supports; claim 7 supports; ...`` -- every claim once,
     in the order first printed; a claim judged several times (one line per setting) lists
-    each distinct verdict with its count."""
+    each distinct verdict with its count. Takes :class:`ClaimLine` objects and the load
+    sweeps' :class:`specviz.load.ClaimVerdict` (its status read by :func:`read_verdict`:
+    "not supported" is a contradiction, "partly supported" cannot tell); strings are skipped.
+
+    >>> from specviz.load import ClaimVerdict
+    >>> verdict_summary([ClaimVerdict(12, "cannot tell", "..."), ClaimVerdict(10, "supported", "")])
+    'Verdicts at this size: claim 12 cannot tell; claim 10 supports.'
+    """
     seen: dict[int, list[str]] = {}
     for line in lines:
         if isinstance(line, ClaimLine):
             seen.setdefault(line.claim, []).append(line.verdict)
+        elif hasattr(line, "claim") and hasattr(line, "status"):
+            said = read_verdict(str(line.status)) or CANNOT_TELL
+            seen.setdefault(int(line.claim), []).append(said)
     parts = []
     for claim, verdicts in seen.items():
         kinds = list(dict.fromkeys(verdicts))

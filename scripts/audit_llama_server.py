@@ -268,7 +268,11 @@ def _position_cell(s: dict) -> str:
     one = [r["min_detectable_tv"] for r in rows if r["position"] == 1]
     if not two:
         return f"- ({_fmt(s['min_detectable_tv'])})"
-    return f"{_fmt(min(two))} ({_fmt(min(one)) if one else '-'})"
+
+    def tv(x: float) -> str:  # inf: no TV below 1 reaches 90% power at this size
+        return "none at this size" if x == float("inf") else _fmt(x)
+
+    return f"{tv(min(two))} ({tv(min(one)) if one else '-'})"
 
 
 def reanalyse(out: Path) -> None:
@@ -390,7 +394,8 @@ def write_table(out: Path) -> None:
         "TV at position 2: the smallest TV of the law of the first two tokens (the mean TV of",
         "token 2 given token 1) these samples detect with 90% probability, where speculation",
         "acts; the first token's in brackets (for llama-server and OpenVINO the first token is",
-        "sampled from the target alone: the harness's negative control). `python",
+        "sampled from the target alone: the harness's negative control); 'none at this size':",
+        "no TV reaches 90% power with these samples (see sizes.md for the size that would). `python",
         "scripts/audit_llama_server.py positions` re-tests the committed raw samples this way.",
         "",
     ]

@@ -23,6 +23,7 @@ only when its notebook ran to the end (nbconvert writes the file after executing
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -35,6 +36,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# CPU seconds per notebook at the demo size (quiet 2 cores, 2026-12-06), for the order they
+# start in when no earlier run's timings.json is there: longest first, so the last one to
+# start does not run alone at the end (12 started last: 10.9 min for the whole demo)
+DEMO_CPU_S = {"12": 188, "08": 121, "10": 74, "09": 64, "11": 56, "07": 55, "03": 45}
+
+
+def longest_first(notebooks: list[Path], out: Path) -> list[Path]:
+    """The notebooks by their CPU time at the last run (``out/timings.json``), else by
+    ``DEMO_CPU_S``, longest first; unknown ones keep their order after the known ones."""
+    try:
+        last = json.loads((out / "timings.json").read_text())
+        known = {k: float(v) for k, v in last.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        known = {}
+
+    def cost(p: Path) -> float:
+        return known.get(p.name, DEMO_CPU_S.get(p.name[:2], 30.0))
+
+    return sorted(notebooks, key=cost, reverse=True)  # stable: ties keep their order
 
 
 def nbconvert(path: Path, out: Path) -> tuple[Path, float, float, int, str]:
@@ -115,7 +135,7 @@ def main() -> int:
     failed, timings = [], {}
     t_notebooks = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(nbconvert, p, out) for p in NOTEBOOKS]
+        futures = [pool.submit(nbconvert, p, out) for p in longest_first(NOTEBOOKS, out)]
         for done, future in enumerate(as_completed(futures), 1):
             path, secs, cpu, rc, err = future.result()
             timings[path.name] = cpu
@@ -129,6 +149,9 @@ def main() -> int:
                 print(err, file=sys.stderr)
     print(f"== notebooks: {time.perf_counter() - t_notebooks:.0f} s wall, "
           f"{sum(timings.values()):.0f} s CPU ==", flush=True)  # fmt: skip
+    tmp = out / "timings.json.tmp"  # the next run's order (atomic: a partial file is never read)
+    tmp.write_text(json.dumps(timings, indent=1))
+    tmp.replace(out / "timings.json")
     reports = [out / (p.stem + ".html") for p in NOTEBOOKS if p.name not in failed]
     failed += check_offline(reports)
     wall = time.perf_counter() - t_start

@@ -20,8 +20,8 @@ Sizes: ov-qwen-lookup is sized to see a TV of 0.05 at position 2 (4000 samples p
 prompt whose first two tokens have few likely values) and is the benchmark of that bar; the
 others run their speculative arm one request at a time and are smaller -- each report states
 the TV it could see at each position. The Qwen audits convert their models on
-first use (OpenVINO IR f16, onnxruntime-genai int4) and must run under the big-model lock on a
-shared machine: ``flock /work/helpers/big.lock nice -n 10 .venv/bin/python scripts/...``.
+first use (OpenVINO IR f16, onnxruntime-genai int4) and load Qwen-size models: on a shared
+machine run them one at a time (e.g. each under ``flock /tmp/specviz-qwen.lock``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ plug-in TV of two samples of n is biased upwards when the law has many outcomes,
 audit's measured TV is compared with the plug-in TV of samples drawn from the predicted laws,
 not with the exact TV alone::
 
-    flock /work/helpers/big.lock nice -n 10 .venv/bin/python scripts/ensemble_plugin_tv.py
+    .venv/bin/python scripts/ensemble_plugin_tv.py
 
 Loads the pair of ``hf-qwen-ensemble`` (bf16, as the audit), computes the first-token laws p
 (target) and v = w*p + (1-w)*q (:func:`specviz.audit.engines.hf.ensemble_bias`) for the audit's

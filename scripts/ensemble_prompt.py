@@ -10,7 +10,7 @@ alpha = 0.01 / 6 (Bonferroni over the audit's 6 tests at 3 new tokens: a conserv
 for its Holm correction), and writes ``reports/audit/hf-qwen-ensemble/prompt_choice.json``.
 The audit takes the candidate that needs the fewest samples::
 
-    flock /work/helpers/big.lock nice -n 10 .venv/bin/python scripts/ensemble_prompt.py
+    .venv/bin/python scripts/ensemble_prompt.py
 """
 
 from __future__ import annotations

@@ -464,7 +464,7 @@ class _LazyColumn:
 
     def __init__(self, runner: BatchRunner, tokens, positions, valid) -> None:
         self.runner, self.tokens, self.positions, self.valid = runner, tokens, positions, valid
-        self.column: int | None = None  # the physical column, once appended
+        self.appended = False  # the physical column exists (a hole in rows not yet run)
         self.done: dict[int, torch.Tensor] = {}  # row -> logits [V]
 
     def logits(self, rows: torch.Tensor) -> torch.Tensor:
@@ -485,7 +485,7 @@ class _LazyColumn:
         sub.layers = [copy.copy(lay) for lay in r.cache.layers]
         sub.batch_select_indices(rows)
         mask = r.mask[rows]
-        if self.column is not None:
+        if self.appended:
             sub.crop(-1)
             mask = mask[:, :-1]
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
@@ -503,14 +503,14 @@ class _LazyColumn:
                 **{r._cache_kw: sub},
             )
             for lay, new in zip(r.cache.layers, sub.layers, strict=True):
-                if self.column is None:  # the column, a hole in every row
+                if not self.appended:  # the column, a hole in every row
                     lay.keys = torch.cat([lay.keys, torch.zeros_like(lay.keys[:, :, :1])], -2)
                     lay.values = torch.cat([lay.values, torch.zeros_like(lay.values[:, :, :1])], -2)
                 lay.keys[rows, :, -1] = new.keys[:, :, -1]
                 lay.values[rows, :, -1] = new.values[:, :, -1]
-        if self.column is None:  # the mask stays an ordinary tensor (see BatchRunner.extend)
+        if not self.appended:  # the mask stays an ordinary tensor (see BatchRunner.extend)
             r.mask = torch.cat([r.mask, torch.zeros_like(r.mask[:, :1])], dim=1)
-            self.column = r.mask.shape[1] - 1
+            self.appended = True
         r.mask[rows, -1] = True
         return out.logits[:, -1].float()
 

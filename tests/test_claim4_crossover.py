@@ -104,6 +104,12 @@ def test_claim4_cannot_tell_a_flat_trend_inside_a_wide_noise_floor():
     assert v.status == "cannot tell" and "+/-30%" in v.reason, v.reason
     assert claim4_verdict(x).status == "not supported"  # quiet: flat is flat
     assert claim4_verdict(x, noise=0.04).status == "not supported"  # floor under tolerance
+    # 09's committed batch sweep: 1.55x -> 0.92x with a 59% floor (a 41% fall, inside it)
+    v = claim4_verdict(find_crossover([1, 2, 4, 8, 16], [1.55, 1.62, 1.3, 1.0, 0.92]), noise=0.59)
+    assert v.status == "cannot tell" and "moved less than the noise floor" in v.reason
+    # a fall beyond the floor from a gain inside it: no gain was seen to shrink
+    v = claim4_verdict(find_crossover([1, 2, 4], [1.5, 1.7, 0.5]), noise=0.55)
+    assert v.status == "cannot tell" and "lay within the noise floor" in v.reason, v.reason
     # a trend beyond the floor is still judged
     assert claim4_verdict(find_crossover([1, 2], [1.9, 1.1]), noise=0.3).status == (
         "partly supported"

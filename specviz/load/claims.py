@@ -162,12 +162,18 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
         return ClaimVerdict(
             4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
         )
-    if noise > tolerance:  # "flat" only within the noise: the run cannot see a trend
+    if noise > tolerance:  # what is left is within the noise: the run cannot see a trend
+        if s_hi >= s_lo * (1 - tol):
+            why = "the speed-up moved less than the noise floor"
+        else:  # it fell beyond the floor, but the gain it fell from was inside it
+            why = (
+                f"the speed-up fell, but its gain at {xs[0]:g} {unit} ({s_lo:.2f}x) lay "
+                "within the noise floor, so no gain to shrink was seen there"
+            )
         return ClaimVerdict(
             4,
             "cannot tell",
-            f"{trend}: the speed-up moved less than the noise floor; a trend this run could "
-            f"see must exceed +/-{noise:.0%}{noisy}",
+            f"{trend}: {why}; a trend this run could see must exceed +/-{noise:.0%}{noisy}",
         )
     return ClaimVerdict(4, "not supported", f"{trend}: no clear trend with load{noisy}")
 

@@ -353,9 +353,9 @@ def claim12_verdict(
             "cannot tell",
             f"{numbers}; fell short at {'; '.join(clipped_short)}, on batches of at most "
             f"{pays_up_to} rows, where the batch sweep measured speculation still paying: "
-            f"the threshold ({max_batch} rows) was clipped below the server's max batch, not "
-            "chosen from the sweep, so this tests the clipped threshold, not the fallback -- "
-            "a larger max batch (the full size) decides",
+            f"the threshold ({max_batch} row{'' if max_batch == 1 else 's'}) was clipped below "
+            "the server's max batch, not chosen from the sweep, so this tests the clipped "
+            "threshold, not the fallback -- a larger max batch (the full size) decides",
         )
     if lost_any and not saved:
         return ClaimVerdict(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.lab.report_index import printed_lines
+from specviz.lab.report_index import claim_verdicts, printed_lines
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 REPORT = REPORTS / "09_throughput_latency_concurrency.html"
@@ -45,6 +45,13 @@ def test_committed_09_report_counts_the_prefill():
 def test_committed_reports_carry_no_frozen_progress_bars(report):
     bars = [line for line in printed_lines(report.read_text(encoding="utf-8")) if _BAR.search(line)]
     assert not bars, f"{report.name}: frozen progress bars, e.g. {bars[:2]}"
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: p.stem)
+def test_committed_reports_print_claim_verdicts(report):
+    """The demo's index compares each committed report's verdicts with the demo size's
+    (`specviz.lab.report_index`): a committed report must print at least one it can read."""
+    assert claim_verdicts(printed_lines(report.read_text(encoding="utf-8"))), report.name
 
 
 def test_the_progress_bar_check_can_fail():

@@ -22,6 +22,7 @@ from specviz.load import (
     find_crossover,
     fixed_engine,
     load_sweep,
+    pays_up_to,
 )
 from specviz.views import load as views
 
@@ -92,6 +93,27 @@ def test_claim4_not_supported_when_the_gain_grows_with_load():
 )
 def test_claim4_rules(speedups, status):
     assert claim4_verdict(find_crossover(LEVELS, speedups)).status == status
+
+
+def test_claim4_cannot_tell_a_flat_trend_inside_a_wide_noise_floor():
+    """Issue 27 (09 at the demo size): 1.55x at 1 client -> 1.27x at 2 with repeats 26% apart
+    read "not supported: no clear trend" -- a verdict from the noise. A change smaller than a
+    floor wider than the tolerance cannot tell; the same numbers on a quiet run still decide."""
+    x = find_crossover([1, 2], [1.40, 1.38])
+    v = claim4_verdict(x, noise=0.30)
+    assert v.status == "cannot tell" and "+/-30%" in v.reason, v.reason
+    assert claim4_verdict(x).status == "not supported"  # quiet: flat is flat
+    assert claim4_verdict(x, noise=0.04).status == "not supported"  # floor under tolerance
+    # 09's committed batch sweep: 1.55x -> 0.92x with a 59% floor (a 41% fall, inside it)
+    v = claim4_verdict(find_crossover([1, 2, 4, 8, 16], [1.55, 1.62, 1.3, 1.0, 0.92]), noise=0.59)
+    assert v.status == "cannot tell" and "moved less than the noise floor" in v.reason
+    # a fall beyond the floor from a gain inside it: no gain was seen to shrink
+    v = claim4_verdict(find_crossover([1, 2, 4], [1.5, 1.7, 0.5]), noise=0.55)
+    assert v.status == "cannot tell" and "lay within the noise floor" in v.reason, v.reason
+    # a trend beyond the floor is still judged
+    assert claim4_verdict(find_crossover([1, 2], [1.9, 1.1]), noise=0.3).status == (
+        "partly supported"
+    )
 
 
 def test_claim4_on_a_batch_sweep_counts_rows():
@@ -200,6 +222,31 @@ def test_claim12_is_not_decided_where_the_fallback_is_the_constant_gamma():
     assert v.status == "not supported" and "fell short at" in v.reason
 
 
+def test_claim12_cannot_tell_where_the_threshold_was_clipped_below_what_paid():
+    """Issue 27 (09 at the demo size): max batch 2 forces the threshold to 1 row although the
+    batch sweep measured speculation paying at 2, so the fallback ran plain where speculation
+    paid and claim 12 read "not supported" -- a verdict on the clipped threshold. With
+    ``pays_up_to`` the verdict says so (cannot tell); shortfalls on larger batches, or an
+    unclipped threshold, still fail it (negative controls)."""
+    fast = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.005, name="fast",
+                        speculative=True)  # fmt: skip  # pays at every batch size
+    sw2 = _sweep(PLAIN, fast, _Fallback(fast, PLAIN, max_batch=1), levels=[1, 2])
+    kw = dict(fallback="fallback", constant="fast", max_batch=1)
+    assert claim12_verdict(sw2, **kw).status == "not supported"  # the old reading
+    v = claim12_verdict(sw2, **kw, pays_up_to=2)
+    assert v.status == "cannot tell", v.reason
+    assert "clipped below the server's max batch" in v.reason and "2 rows" in v.reason
+    assert claim12_verdict(sw2, **kw, pays_up_to=1).status == "not supported"  # not clipped
+    # on 4 and 8 rows the sweep did not measure it paying: those shortfalls still count
+    sw = _sweep(PLAIN, fast, _Fallback(fast, PLAIN, max_batch=1))
+    v = claim12_verdict(sw, **kw, pays_up_to=2)
+    assert v.status == "not supported" and "fell short at 4 clients" in v.reason, v.reason
+    # a fallback that recovers a real loss stays supported whatever pays_up_to says
+    good = _sweep(PLAIN, SPEC, _Fallback(SPEC, PLAIN, max_batch=2))
+    v = claim12_verdict(good, fallback="fallback", constant="spec", max_batch=2, pays_up_to=4)
+    assert v.status == "supported", v.reason
+
+
 def test_fallback_batch_keeps_what_paid_and_can_trigger():
     bs = pd.DataFrame(
         dict(
@@ -213,6 +260,8 @@ def test_fallback_batch_keeps_what_paid_and_can_trigger():
     assert fallback_batch(bs, max_batch=1) == 1
     lose = bs.assign(speedup=[1, 0.5] * 4)
     assert fallback_batch(lose, max_batch=16) == 1
+    assert pays_up_to(bs) == 4 and pays_up_to(lose) == 0  # unclipped: what the sweep measured
+    assert pays_up_to(bs.assign(speedup=[1, 1.2] * 4)) == 32
 
 
 # -- claim 1 and the measured split --------------------------------------------------------------

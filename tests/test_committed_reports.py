@@ -1,7 +1,9 @@
 """The committed default-size reports carry numbers that are right (issue 27): 09's load
 sweeps count the prompt prefill -- its accounting line passed, and no server reads busier than
 its span. A report that predates the fix (utilisation up to 216%, TTFT without the prefill)
-fails here; regenerate it with the Makefile's ``reports`` recipe for that notebook."""
+fails here; regenerate it with the Makefile's ``reports`` recipe for that notebook. Every
+committed report carries no frozen progress bar, and 06's keeps claim 7's two questions apart
+(speculation vs precision)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
-REPORT = (
-    Path(__file__).resolve().parent.parent / "reports" / "09_throughput_latency_concurrency.html"
-)
+from specviz.lab.report_index import claim_verdicts, printed_lines
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+REPORT = REPORTS / "09_throughput_latency_concurrency.html"
+NUMERICS = REPORTS / "06_numerics_bf16_vs_fp32.html"
+COMMITTED = sorted(REPORTS.glob("[0-9][0-9]_*.html"))
+_BAR = re.compile(r"\b\d{1,3}%\|")  # tqdm's "  0%|     | 0/16" left frozen in an output
 
 
 @pytest.mark.skipif(not REPORT.exists(), reason="no committed 09 report")
@@ -25,3 +31,41 @@ def test_committed_09_report_counts_the_prefill():
     busy += [float(x) for x in re.findall(r"server busy at most ([\d.]+)% of its span", text)]
     assert busy and max(busy) <= 100, f"utilisation above 100%: {busy}"
     assert "0%|" not in text, "frozen progress bars in the export"
+    lines = printed_lines(text)
+    # the current verdict wording (a report from before these fixes fails): claim 12 names
+    # the levels where the fallback triggered (elsewhere it *is* the constant gamma), claim 5
+    # prints the noise floor of each metric that decided it
+    c12 = [x for x in lines if x.startswith("Claim 12 verdict")]
+    assert c12 and all("triggered" in x for x in c12), c12
+    c5 = [x for x in lines if x.startswith("Claim 5 verdict")]
+    assert c5 and all("noise floors" in x for x in c5 if " wins on " in x), c5
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: p.stem)
+def test_committed_reports_carry_no_frozen_progress_bars(report):
+    bars = [line for line in printed_lines(report.read_text(encoding="utf-8")) if _BAR.search(line)]
+    assert not bars, f"{report.name}: frozen progress bars, e.g. {bars[:2]}"
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: p.stem)
+def test_committed_reports_print_claim_verdicts(report):
+    """The demo's index compares each committed report's verdicts with the demo size's
+    (`specviz.lab.report_index`): a committed report must print at least one it can read."""
+    assert claim_verdicts(printed_lines(report.read_text(encoding="utf-8"))), report.name
+
+
+def test_the_progress_bar_check_can_fail():
+    assert _BAR.search("  0%|          | 0/16 [00:00<?, ?it/s]")
+    assert _BAR.search("100%|##########| 16/16")
+    assert not _BAR.search("server busy 97% (spec) vs 100% (plain)")
+
+
+@pytest.mark.skipif(not NUMERICS.exists(), reason="no committed 06 report")
+def test_committed_06_report_separates_speculation_from_precision():
+    lines = printed_lines(NUMERICS.read_text(encoding="utf-8"))
+    spec = [x for x in lines if x.startswith("Claim 7, speculation (")]
+    prec = [x for x in lines if x.startswith("Claim 7, precision (")]
+    assert spec and prec, "the report predates claim 7's two verdicts: regenerate it"
+    # a mixed_precision check too small to see the bug's TV must not read "consistent"
+    mp = [x for x in lines if "mixed_precision" in x and "consistency_check" in x]
+    assert not any("verdict consistent" in x for x in mp), mp

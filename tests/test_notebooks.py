@@ -131,6 +131,7 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "95% bootstrap set {",
             "Measured here: a 7-token verify pass costs ",
             "measured, 95% CI ",
+            "Verdicts at this size: claim 3 ",  # the line the demo's index reads
         ],
         ["an interval over prompts needs at least 2"],
     ),

@@ -71,3 +71,25 @@ def test_index_flags_the_claims_only_the_full_size_decides(tmp_path):
     assert "no full-size report committed" in page and "FAILED" in page
     assert "decided at the demo size" in page  # 04_b decided everything it printed
     assert "12 s CPU" in page and "10.0 min wall time, 15.0 min CPU" in page
+
+
+def test_notebook_08s_claim3_reaches_the_index():
+    """08 printed its claim-3 verdicts inside "On the clock: Claim 3, ..." lines, which the
+    index does not read (a line must start with "Claim N"): its committed report showed no
+    verdict next to the demo's. Its "Verdicts at this size" line, from the two
+    :class:`~specviz.lab.policy_lab.GammaClaim`s, is read back; a cannot-tell on one of them
+    shows (the negative control)."""
+    from specviz.lab.policy_lab import GammaClaim
+    from specviz.lab.verdicts import verdict_summary
+
+    clock, model = GammaClaim("supports", "x", {}), GammaClaim("supports", "y", {})
+    buried = f"On the clock: Claim 3, best gamma ... {clock.verdict} claim 3 at this size."
+    assert claim_verdicts([buried]) == {}  # why 08 needs the summary line
+    line = verdict_summary([clock, model])
+    assert line == "Verdicts at this size: claim 3 supports."
+    assert claim_verdicts([buried, line]) == {3: SUPPORTS}
+    mixed = verdict_summary([clock, GammaClaim("cannot tell", "overlap", {})])
+    assert claim_verdicts([mixed]) == {3: "1 supports, 1 cannot tell (of 2)"}
+    assert claim_verdicts([verdict_summary([GammaClaim("not supported", "z", {})])]) == {
+        3: read_verdict("not supported")
+    }

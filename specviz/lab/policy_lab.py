@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -525,6 +525,7 @@ class GammaClaim:
     verdict: str
     reason: str
     bests: dict[str, BestGamma]
+    claim: ClassVar[int] = 3  # for specviz.lab.verdicts.verdict_summary
 
     def sentence(self) -> str:
         per = "; ".join(f"{c}: {b.describe()}" for c, b in self.bests.items())

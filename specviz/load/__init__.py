@@ -52,6 +52,7 @@ from .claims import (
     claim12_verdict,
     fallback_batch,
     load_decisions,
+    pays_up_to,
 )
 from .engines import BatchEngine, ServedBatch, fixed_engine, make_engine
 from .records import BatchRecord, LoadResult, RequestRecord
@@ -95,6 +96,7 @@ __all__ = [
     "claim4_verdict",
     "claim5_verdict",
     "fallback_batch",
+    "pays_up_to",
     "find_crossover",
     "fixed_engine",
     "load_prompts_for",

@@ -29,6 +29,7 @@ __all__ = [
     "claim5_verdict",
     "claim12_verdict",
     "fallback_batch",
+    "pays_up_to",
     "LoadDecision",
     "load_decisions",
 ]
@@ -126,7 +127,10 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
       ``max(tolerance, noise)``, but still paid at the highest (the crossover lies beyond
       the tested range);
     * *not supported*: the speed-up grew with load by more than ``max(tolerance, noise)``
-      (the reverse of the claim), or stayed flat within it;
+      (the reverse of the claim), or stayed flat within ``tolerance`` on a quiet run;
+    * *cannot tell*: it moved less than the noise floor, and the floor is wider than
+      ``tolerance`` -- a flat trend there is the noise's, not the measurement's (two levels of
+      a demo-size run, repeats 75% apart, cannot say "flat");
     * *not shown*: speculation never paid (beyond the noise), so there is no gain to shrink.
     """
     xs, ss = crossover.levels, crossover.speedups
@@ -157,6 +161,19 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
     if paid_lo and s_hi < s_lo * (1 - tol):
         return ClaimVerdict(
             4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
+        )
+    if noise > tolerance:  # what is left is within the noise: the run cannot see a trend
+        if s_hi >= s_lo * (1 - tol):
+            why = "the speed-up moved less than the noise floor"
+        else:  # it fell beyond the floor, but the gain it fell from was inside it
+            why = (
+                f"the speed-up fell, but its gain at {xs[0]:g} {unit} ({s_lo:.2f}x) lay "
+                "within the noise floor, so no gain to shrink was seen there"
+            )
+        return ClaimVerdict(
+            4,
+            "cannot tell",
+            f"{trend}: {why}; a trend this run could see must exceed +/-{noise:.0%}{noisy}",
         )
     return ClaimVerdict(4, "not supported", f"{trend}: no clear trend with load{noisy}")
 
@@ -223,6 +240,7 @@ def claim12_verdict(
     max_batch: int,
     metric: str = "throughput_tok_s",
     tolerance: float = 0.1,
+    pays_up_to: int | None = None,
 ) -> ClaimVerdict:
     """Claim 12's fallback (plain decoding when load is high), from a closed-loop
     :class:`~specviz.load.LoadSweep` that ran plain decoding, a constant gamma (``constant``)
@@ -249,6 +267,15 @@ def claim12_verdict(
     two measurements of one configuration is not a shortfall. Where the fallback runs its
     constant gamma (batches no larger than ``max_batch``) the sweep reuses one measurement
     for both, so they cannot differ by noise there.
+
+    ``pays_up_to`` (:func:`pays_up_to` of the batch sweep that chose the threshold): the
+    largest batch size at which speculation was measured to pay. When the threshold sits
+    below it -- :func:`fallback_batch` clips it under the server's max batch, so a server of
+    at most 2 rows falls back above 1 row whatever the sweep said -- a shortfall at a level
+    whose triggered batches all had at most ``pays_up_to`` rows is the clipped threshold's
+    (it dropped speculation where it was measured to pay), not evidence against the claim:
+    with no other shortfall the verdict is *cannot tell*, and says that a larger max batch
+    decides.
     """
     tolerance = max(tolerance, _floor(sweep, metric))
     t = sweep.table
@@ -275,7 +302,15 @@ def claim12_verdict(
         r.level for r in sweep.results
         if r.engine == fallback and any(b.size > max_batch for b in r.batches)
     }  # fmt: skip
-    short, saved, idle_lost = [], [], []
+    # the rows of the largest batch each level's fallback triggered on
+    trig_rows: dict[float, int] = {}
+    for r in sweep.results:
+        if r.engine == fallback:
+            for b in r.batches:
+                if b.size > max_batch:
+                    trig_rows[r.level] = max(trig_rows.get(r.level, 0), b.size)
+    clipped = pays_up_to is not None and pays_up_to > max_batch
+    short, clipped_short, saved, idle_lost = [], [], [], []
     for level, row in wide.iterrows():
         f, c, p = row[fallback], row[constant], row["plain"]
         if level not in fired:  # the constant-gamma configuration itself: no evidence
@@ -285,7 +320,11 @@ def claim12_verdict(
         best = min(c, p) if lower else max(c, p)
         slack = best * (1 + tolerance) if lower else best * (1 - tolerance)
         if better(slack, f):
-            short.append(f"{level:g} {unit}: {f:.3g} vs best {best:.3g}")
+            where = f"{level:g} {unit}: {f:.3g} vs best {best:.3g}"
+            if clipped and trig_rows[level] <= pays_up_to:  # dropped where it was measured to pay
+                clipped_short.append(where)
+            else:
+                short.append(where)
         if const_lost(c, p) and better(f, c):
             saved.append(f"{level:g}")
     lo, hi = wide.index[0], wide.index[-1]
@@ -308,6 +347,16 @@ def claim12_verdict(
     )
     if short:
         return ClaimVerdict(12, "not supported", f"{numbers}; fell short at {'; '.join(short)}")
+    if clipped_short:
+        return ClaimVerdict(
+            12,
+            "cannot tell",
+            f"{numbers}; fell short at {'; '.join(clipped_short)}, on batches of at most "
+            f"{pays_up_to} rows, where the batch sweep measured speculation still paying: "
+            f"the threshold ({max_batch} row{'' if max_batch == 1 else 's'}) was clipped below "
+            "the server's max batch, not chosen from the sweep, so this tests the clipped "
+            "threshold, not the fallback -- a larger max batch (the full size) decides",
+        )
     if lost_any and not saved:
         return ClaimVerdict(
             12, "not supported", f"{numbers}; it did not recover the load where speculation lost"
@@ -332,18 +381,27 @@ def _lower_is_better() -> frozenset[str]:
     return frozenset(LOWER_IS_BETTER)
 
 
-def fallback_batch(bs: Any, max_batch: int) -> int:
-    """The batch size above which to decode plainly, from a batch sweep: the largest tested
-    batch size below the first one where speculation lost (speed-up < 1), so the policy keeps
-    what was measured to pay. Clipped to ``1 .. max_batch - 1`` so that a server batching up
-    to ``max_batch`` rows can trigger it (with ``max_batch == 1`` it returns 1)."""
+def pays_up_to(bs: Any) -> int:
+    """From a batch sweep: the largest tested batch size below the first one where
+    speculation lost (speed-up < 1) -- how far it was measured to pay; 0 when it lost at the
+    smallest batch size."""
     sp = bs[bs["mode"] == "speculative"].groupby("batch_size")["speedup"].min().sort_index()
-    keep = 1
+    keep = 0
     for b, s in sp.items():
         if s < 1.0:
             break
         keep = int(b)
-    return max(1, min(keep, max(1, int(max_batch) - 1)))
+    return keep
+
+
+def fallback_batch(bs: Any, max_batch: int) -> int:
+    """The batch size above which to decode plainly, from a batch sweep: :func:`pays_up_to`
+    (the largest tested batch size below the first one where speculation lost), so the policy
+    keeps what was measured to pay. Clipped to ``1 .. max_batch - 1`` so that a server
+    batching up to ``max_batch`` rows can trigger it (with ``max_batch == 1`` it returns 1);
+    :func:`claim12_verdict` takes ``pays_up_to`` to tell a clipped threshold's shortfall from
+    the fallback's."""
+    return max(1, min(pays_up_to(bs), max(1, int(max_batch) - 1)))
 
 
 # -- one load decision per metric family (notebook 10's advice) ----------------------------------

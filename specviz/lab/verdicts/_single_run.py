@@ -76,9 +76,11 @@ class ClaimLine:
 def verdict_summary(lines: Iterable[Any]) -> str:
     """``Verdicts at this size: claim 1 supports; claim 7 supports; ...`` -- every claim once,
     in the order first printed; a claim judged several times (one line per setting) lists
-    each distinct verdict with its count. Takes :class:`ClaimLine` objects and the load
+    each distinct verdict with its count. Takes :class:`ClaimLine` objects, the load
     sweeps' :class:`specviz.load.ClaimVerdict` (its status read by :func:`read_verdict`:
-    "not supported" is a contradiction, "partly supported" cannot tell); strings are skipped.
+    "not supported" is a contradiction, "partly supported" cannot tell) and any other object
+    with a ``claim`` number and a ``verdict`` word (08's
+    :class:`specviz.lab.policy_lab.GammaClaim`); strings are skipped.
 
     >>> from specviz.load import ClaimVerdict
     >>> verdict_summary([ClaimVerdict(12, "cannot tell", "..."), ClaimVerdict(10, "supported", "")])
@@ -88,8 +90,9 @@ def verdict_summary(lines: Iterable[Any]) -> str:
     for line in lines:
         if isinstance(line, ClaimLine):
             seen.setdefault(line.claim, []).append(line.verdict)
-        elif hasattr(line, "claim") and hasattr(line, "status"):
-            said = read_verdict(str(line.status)) or CANNOT_TELL
+        elif hasattr(line, "claim") and (hasattr(line, "status") or hasattr(line, "verdict")):
+            word = line.status if hasattr(line, "status") else line.verdict
+            said = read_verdict(str(word)) or CANNOT_TELL
             seen.setdefault(int(line.claim), []).append(said)
     parts = []
     for claim, verdicts in seen.items():

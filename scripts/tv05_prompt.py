@@ -89,6 +89,7 @@ SAMPLING = dict(temperature=0.7, top_p=0.9)  # as scripts/audit_llama_server.py'
 TV, ALPHA, POWER = 0.05, 0.01, 0.9
 N_PROBS = 40  # llama-server's default top_k is 40: the post-sampling law has at most 40 tokens
 MIN_P1 = 1e-4  # first tokens below this are left out of the two-token law (mass: 'uncovered')
+MIN_UNCOVERED = 1e-4  # smaller uncovered mass is rounding: no bin of its own
 MARGIN = 1.15  # the planned size: 15% above the predicted need, rounded up to 50
 
 
@@ -153,7 +154,11 @@ def predict(client: httpx.Client, urls: dict[str, str], prompt: str) -> dict[str
         uncovered += p1 * (1.0 - sum(p for _, p in law2.values()))
     first = np.array(sorted((p for _, p in law1.values()), reverse=True))
     two = sorted(joint.items(), key=lambda kv: -kv[1])
-    law2 = np.array([p for _, p in two] + ([uncovered] if uncovered > 1e-9 else []))
+    # the mass left out (first tokens below MIN_P1; the post-sampling laws are complete, so
+    # otherwise only rounding): a bin of its own only when it is real mass -- a bin of 1e-8
+    # would be the head-tail alternative's whole tail and make any size look enough
+    uncovered = max(0.0, uncovered)
+    law2 = np.array([p for _, p in two] + ([uncovered] if uncovered > MIN_UNCOVERED else []))
     return {
         "prompt": prompt,
         "prompt_tokens": len(ids),

@@ -135,30 +135,46 @@ def sizes(law: np.ndarray) -> dict[str, float]:
     return out
 
 
+def two_token_law(
+    law1: dict[int, tuple[str, float]], law2: dict[int, dict[int, tuple[str, float]]]
+) -> tuple[list[tuple[tuple[str, str], float]], float]:
+    """The law of the first two tokens (as pieces, likeliest first) from the first token's law
+    and the second token's law after each first token (``law2[t1]``; first tokens below
+    ``MIN_P1`` may be missing), and the mass it leaves out (clipped at 0: rounding)."""
+    joint: dict[tuple[str, str], float] = {}
+    uncovered = 1.0 - sum(p for _, p in law1.values())
+    for t1, (piece1, p1) in law1.items():
+        if t1 not in law2:
+            uncovered += p1
+            continue
+        for _t2, (piece2, p2) in law2[t1].items():
+            key = (piece1, piece2)
+            joint[key] = joint.get(key, 0.0) + p1 * p2
+        uncovered += p1 * (1.0 - sum(p for _, p in law2[t1].values()))
+    return sorted(joint.items(), key=lambda kv: -kv[1]), max(0.0, uncovered)
+
+
+def binned(two: list[tuple[Any, float]], uncovered: float) -> np.ndarray:
+    """The probability vector the sizes are computed on: the outcomes, and the uncovered mass
+    as a bin of its own only when it is real mass (> ``MIN_UNCOVERED``) -- a bin of 1e-8 of
+    rounding would be the head-tail alternative's whole tail and make any size look enough."""
+    law = np.array([p for _, p in two] + ([uncovered] if uncovered > MIN_UNCOVERED else []))
+    return law / law.sum()
+
+
 def predict(client: httpx.Client, urls: dict[str, str], prompt: str) -> dict[str, Any]:
     ids = _post(client, f"{urls['target']}/tokenize", dict(content=prompt))["tokens"]
     law1 = next_law(client, urls["target"], ids)
-    joint: dict[tuple[str, str], float] = {}
+    law2: dict[int, dict[int, tuple[str, float]]] = {}
     accept = 0.0
-    uncovered = 1.0 - sum(p for _, p in law1.values())
-    for t1, (piece1, p1) in sorted(law1.items(), key=lambda kv: -kv[1][1]):
+    for t1, (_piece1, p1) in sorted(law1.items(), key=lambda kv: -kv[1][1]):
         if p1 < MIN_P1:
-            uncovered += p1
             continue
-        law2 = next_law(client, urls["target"], [*ids, t1])
+        law2[t1] = next_law(client, urls["target"], [*ids, t1])
         d2 = greedy_token(client, urls["draft"], [*ids, t1])
-        accept += p1 * law2.get(d2, ("", 0.0))[1]
-        for _t2, (piece2, p2) in law2.items():
-            key = (piece1, piece2)
-            joint[key] = joint.get(key, 0.0) + p1 * p2
-        uncovered += p1 * (1.0 - sum(p for _, p in law2.values()))
+        accept += p1 * law2[t1].get(d2, ("", 0.0))[1]
+    two, uncovered = two_token_law(law1, law2)
     first = np.array(sorted((p for _, p in law1.values()), reverse=True))
-    two = sorted(joint.items(), key=lambda kv: -kv[1])
-    # the mass left out (first tokens below MIN_P1; the post-sampling laws are complete, so
-    # otherwise only rounding): a bin of its own only when it is real mass -- a bin of 1e-8
-    # would be the head-tail alternative's whole tail and make any size look enough
-    uncovered = max(0.0, uncovered)
-    law2 = np.array([p for _, p in two] + ([uncovered] if uncovered > MIN_UNCOVERED else []))
     return {
         "prompt": prompt,
         "prompt_tokens": len(ids),
@@ -167,7 +183,7 @@ def predict(client: httpx.Client, urls: dict[str, str], prompt: str) -> dict[str
         "uncovered": uncovered,
         "predicted_accept_pos2": accept,
         "position1": sizes(first / first.sum()),
-        "position2": sizes(law2 / law2.sum()),
+        "position2": sizes(binned(two, uncovered)),
     }
 
 

@@ -22,6 +22,8 @@ It writes ``reports/audit/qwen-draft-tv05/prompt_choice.json``; the audit
 (``scripts/audit_llama_server.py qwen-draft-tv05``) takes the chosen prompt and size from it::
 
     .venv/bin/python scripts/tv05_prompt.py
+    .venv/bin/python scripts/tv05_prompt.py --alternative least-favourable \
+        --out reports/audit/qwen-draft-tv05-lf     # sized for any difference of TV 0.05
 """
 
 from __future__ import annotations
@@ -191,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("reports/audit/qwen-draft-tv05"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--alternative", choices=["head-tail", "least-favourable"], default="head-tail",
+        help="size for the report's own power statement (head-tail, default) or for any "
+        "difference of TV 0.05 (least-favourable; the qwen-draft-tv05-lf audit)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     from specviz.audit.local import llama_server_command, local_servers
     from specviz.models import BUILTIN_MODELS
@@ -221,21 +228,23 @@ def main(argv: list[str] | None = None) -> int:
     ok = [
         r for r in rows
         if 0.2 <= r["predicted_accept_pos2"] <= 0.98 and r["position2"]["outcomes"] >= 2
-        and math.isfinite(r["position2"]["n_head-tail"])
+        and math.isfinite(r["position2"][f"n_{args.alternative}"])
     ]  # fmt: skip
     if not ok:
         print("no candidate qualifies", file=sys.stderr)
         return 1
-    best = min(ok, key=lambda r: r["position2"]["n_head-tail"])
-    n = int(math.ceil(MARGIN * best["position2"]["n_head-tail"] / 50.0) * 50)
+    best = min(ok, key=lambda r: r["position2"][f"n_{args.alternative}"])
+    n = int(math.ceil(MARGIN * best["position2"][f"n_{args.alternative}"] / 50.0) * 50)
     choice = {
         "rule": (
             f"among candidates with predicted acceptance at position 2 in [0.2, 0.98] and >= 2 "
             f"outcomes there, the one whose position-2 test needs the fewest samples per arm "
-            f"for {POWER:.0%} power at TV {TV} (head-tail alternative, the report's own; "
-            f"two-sample Pearson, alpha {ALPHA} before Holm); planned n = {MARGIN} x that, "
+            f"for {POWER:.0%} power at TV {TV} ({args.alternative} alternative"
+            + (", the report's own" if args.alternative == "head-tail" else ": any difference")
+            + f"; two-sample Pearson, alpha {ALPHA} before Holm); planned n = {MARGIN} x that, "
             f"rounded up to 50"
         ),
+        "alternative": args.alternative,
         "sampling": SAMPLING,
         "prompt": best["prompt"],
         "n_per_arm": n,

@@ -4,6 +4,8 @@ command each (``--n-samples`` / ``--prompts`` shrink them for a quick run)::
     .venv/bin/python scripts/audit_engines.py ov-qwen-draft      # OpenVINO, Qwen 1.5B +- 0.5B draft
     .venv/bin/python scripts/audit_engines.py ov-qwen-lookup     # OpenVINO, prompt lookup
     .venv/bin/python scripts/audit_engines.py ov-qwen-identity   # OpenVINO, 0.5B as its own draft
+    .venv/bin/python scripts/audit_engines.py ov-qwen-identity-int8  # ... 1.5B, int8 weights
+    .venv/bin/python scripts/audit_engines.py ov-qwen-draft-int8     # the pair, int8 weights
     .venv/bin/python scripts/audit_engines.py ort-qwen-draft     # onnxruntime-genai, Qwen pair
     .venv/bin/python scripts/audit_engines.py hf-qwen-assisted   # transformers assisted generation
     .venv/bin/python scripts/audit_engines.py hf-qwen-ensemble   # ... assistant_ensemble_weight=0.5
@@ -93,6 +95,27 @@ AUDITS: dict[str, dict[str, Any]] = {
         n_samples=1000,
         max_tokens=4,
         identity=True,
+    ),
+    # int8 weights (weights=int8: a Q8_0 GGUF -> IR, kept compressed by the CPU plugin, where
+    # it holds the f16 IR's weights as f32: 12.6 GB peak for ov-qwen-draft): the same audits
+    # on int8 weights in both arms and both models -- another model than the f16 one, the
+    # reports say so. The identity probe uses the pair's target, the 1.5B, as its own draft.
+    "ov-qwen-identity-int8": dict(
+        title="OpenVINO GenAI identity probe, int8 weights: Qwen2.5-Coder-1.5B as its own draft",
+        a=f"openvino:{Q15},threads=2,batch=32,weights=int8",
+        b=f"openvino:{Q15},threads=2,draft=target,weights=int8",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=100,
+        max_tokens=4,
+        identity=True,
+    ),
+    "ov-qwen-draft-int8": dict(
+        title="OpenVINO GenAI, int8 weights: Qwen2.5-Coder-1.5B without vs with the 0.5B draft",
+        a=f"openvino:{Q15},threads=2,batch=32,weights=int8",
+        b=f"openvino:{Q15},draft={Q05},threads=2,weights=int8",
+        prompts=QWEN_PROMPTS[:1],
+        n_samples=500,
+        max_tokens=4,
     ),
     "ort-qwen-draft": dict(
         title="onnxruntime-genai (int4): Qwen2.5-Coder-1.5B without vs with the 0.5B draft",

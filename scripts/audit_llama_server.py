@@ -4,6 +4,8 @@
     .venv/bin/python scripts/audit_llama_server.py qwen-draft       # Qwen2.5-Coder-1.5B +- 0.5B draft
     .venv/bin/python scripts/audit_llama_server.py qwen-draft-pmin  # the same, --spec-draft-p-min 0.9
     .venv/bin/python scripts/audit_llama_server.py smollm2-ngram    # SmolLM2-135M +- n-gram lookup
+    .venv/bin/python scripts/tv05_prompt.py                         # plan the next one (prompt, n)
+    .venv/bin/python scripts/audit_llama_server.py qwen-draft-tv05  # Qwen pair, TV 0.05 at position 2
     .venv/bin/python scripts/audit_llama_server.py toy              # specviz's broken server
     .venv/bin/python scripts/audit_llama_server.py table            # README.md from the summaries
 
@@ -79,6 +81,32 @@ AUDITS: dict[str, dict[str, Any]] = {
         api="completions",
         settings=dict(n_samples=250, max_tokens=5, load_max_tokens=32),
     ),
+    # Sized to see TV 0.05 at position 2: prompt and samples per arm from the plan that
+    # scripts/tv05_prompt.py writes (prompt_choice.json in the audit's folder) from the models'
+    # own laws before any sampling; 3 new tokens so that llama-server drafts (one token) for
+    # position 2 in every request; no load sweep (the distribution verdict is the point).
+    "qwen-draft-tv05": dict(
+        title="Qwen2.5-Coder-1.5B, without vs with the 0.5B draft model, sized for TV 0.05 at "
+        "position 2",
+        model="qwen2.5-coder-1.5b",
+        draft="qwen2.5-coder-0.5b",
+        spec=dict(),
+        plan="prompt_choice.json",
+        api="completions",
+        settings=dict(max_tokens=3, load_max_tokens=32, load_levels=""),
+    ),
+    # The same, sized for *any* difference of TV 0.05 at position 2 (the least-favourable
+    # alternative; `tv05_prompt.py --alternative least-favourable --out .../qwen-draft-tv05-lf`)
+    "qwen-draft-tv05-lf": dict(
+        title="Qwen2.5-Coder-1.5B, without vs with the 0.5B draft model, sized for any TV 0.05 "
+        "at position 2",
+        model="qwen2.5-coder-1.5b",
+        draft="qwen2.5-coder-0.5b",
+        spec=dict(),
+        plan="prompt_choice.json",
+        api="completions",
+        settings=dict(max_tokens=3, load_max_tokens=32, load_levels=""),
+    ),
     "smollm2-ngram": dict(
         title="SmolLM2-135M, without vs with n-gram lookup drafting (--spec-type ngram-simple)",
         model="smollm2-135m",
@@ -111,6 +139,16 @@ def run_llama(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "on": llama_server_command(target, draft=draft, **spec["spec"], **common),
     }
     out = args.out / name
+    prompts, plan = spec.get("prompts"), None
+    if spec.get("plan"):
+        plan_file = out / spec["plan"]
+        if not plan_file.is_file():
+            raise SystemExit(
+                f"{name}: no plan {plan_file}; run `python scripts/tv05_prompt.py` first"
+            )
+        plan = json.loads(plan_file.read_text())
+        prompts = [plan["prompt"]]
+        spec = {**spec, "settings": {**spec["settings"], "n_samples": plan["n_per_arm"]}}
     opts = _settings(spec, args)
     ports_file = out / "ports.json"
     if ports_file.is_file() and (out / "raw.jsonl").is_file() and not args.fresh:
@@ -118,6 +156,8 @@ def run_llama(name: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"resuming {out / 'raw.jsonl'} (servers on ports {ports})", flush=True)
     else:
         shutil.rmtree(out, ignore_errors=True)
+        if plan is not None:
+            _write_json(out / spec["plan"], plan)
         ports = {k: free_port() for k in servers}
         _write_json(ports_file, ports)
     t0 = time.perf_counter()
@@ -126,7 +166,7 @@ def run_llama(name: str, args: argparse.Namespace) -> dict[str, Any]:
         report = audit(
             Endpoint(urls["off"], model=spec["model"], label="llama-server", timeout=300),
             Endpoint(urls["on"], model=spec["model"], label="llama-server + spec", timeout=300),
-            spec["prompts"],
+            prompts,
             out_dir=out,
             api=spec["api"],
             n_samples=opts["n_samples"],
@@ -140,7 +180,7 @@ def run_llama(name: str, args: argparse.Namespace) -> dict[str, Any]:
             # Q4 weights on CPU: batched verification moves logprobs by ~0.1 nats, so near ties
             # are judged at 0.5 logits (the bf16 setting of stats.greedy_consistency)
             near_tie=0.5,
-            load_levels=tuple(int(x) for x in args.load_levels.split(",")),
+            load_levels=tuple(int(x) for x in opts["load_levels"].split(",") if x.strip()),
             load_requests=args.load_requests,
             load_max_tokens=opts["load_max_tokens"],
             load_temperature=(0.0, 0.7),
@@ -157,13 +197,15 @@ def run_llama(name: str, args: argparse.Namespace) -> dict[str, Any]:
             for k, v in servers.items()
         },  # fmt: skip
         "wall_s": time.perf_counter() - t0,
+        **({"plan": {k: plan[k] for k in ("prompt", "n_per_arm", "rule")}} if plan else {}),
     }
 
 
 def _settings(spec: dict[str, Any], args: argparse.Namespace) -> dict[str, int]:
     """The audit's own sizes, unless given on the command line."""
     out = dict(spec.get("settings", {}))
-    for key in ("n_samples", "max_tokens", "load_max_tokens"):
+    out.setdefault("load_levels", "1,2,4,8")
+    for key in ("n_samples", "max_tokens", "load_max_tokens", "load_levels"):
         if getattr(args, key) is not None:
             out[key] = getattr(args, key)
     return out
@@ -413,7 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     ap.add_argument("--max-tokens", type=int, default=None, help="5 Qwen, 8 SmolLM2, 3 toy")
     ap.add_argument("--greedy-max-tokens", type=int, default=48)
-    ap.add_argument("--load-levels", default="1,2,4,8")
+    ap.add_argument(
+        "--load-levels", default=None, help="concurrency levels of the load sweep, '' for none "
+        "(default: 1,2,4,8; none for qwen-draft-tv05)"
+    )  # fmt: skip
     ap.add_argument("--load-requests", type=int, default=4, help="requests per level (>= level)")
     ap.add_argument("--load-max-tokens", type=int, default=None, help="32 Qwen, 48 SmolLM2")
     ap.add_argument("--parallel", type=int, default=8, help="server slots (>= top load level)")

@@ -70,3 +70,53 @@ def test_a_model_folder_that_does_not_convert_names_the_engine_and_the_cause(tmp
 
     with pytest.raises(EngineError, match=r"openvino: converting .*bad-model.* failed"):
         openvino_model(str(bad), progress=False)
+
+
+def test_int8_weights_stay_int8_in_the_ir_and_f16_ones_do_not():
+    # weights=int8: a Q8_0 GGUF -> IR whose weights are int8 constants (what keeps the CPU
+    # plugin from holding them as f32); the f16 IR is the negative control
+    from specviz.audit.engines.convert import ir_int8_weights
+
+    try:
+        gguf_converter()
+    except Exception as err:  # noqa: BLE001
+        pytest.skip(str(err))
+    int8 = openvino_model("smollm2-135m", weights="int8", progress=False)
+    f16 = openvino_model("smollm2-135m", progress=False)
+    assert int8 != f16
+    assert ir_int8_weights(int8 / "openvino_model.xml") > 100
+    assert ir_int8_weights(f16 / "openvino_model.xml") == 0
+    size = (int8 / "openvino_model.bin").stat().st_size
+    assert size < 0.6 * (f16 / "openvino_model.bin").stat().st_size
+    e = engine_from_spec("openvino:smollm2-135m,weights=int8,threads=1")
+    s = e.sample("The cat sat on the", _sampling(), [1, 2])
+    assert len(s) == 2 and all(len(x.tokens) == 2 for x in s)
+    e.close()
+
+
+def _sampling():
+    from specviz.audit.engines import Sampling
+
+    return Sampling(max_tokens=2, temperature=1.0)
+
+
+def test_bad_weights_and_mismatched_arms_are_refused_before_loading(tmp_path):
+    from specviz.audit.engines.base import check_same_numerics
+
+    with pytest.raises(ValueError, match=r"openvino: weights must be one of f16, int8"):
+        engine_from_spec("openvino:smollm2-135m,weights=int4")
+    with pytest.raises(ValueError, match=r"openvino: the two arms differ in weights"):
+        check_same_numerics(
+            engine_from_spec("openvino:smollm2-135m,weights=int8"),
+            engine_from_spec("openvino:smollm2-135m,draft=target"),
+        )
+    # weights=f16 is the default route, named: no mismatch
+    check_same_numerics(
+        engine_from_spec("openvino:smollm2-135m,weights=f16"),
+        engine_from_spec("openvino:smollm2-135m,draft=target"),
+    )
+    ir = tmp_path / "ir"
+    ir.mkdir()
+    (ir / "openvino_model.xml").write_text("<net/>")
+    with pytest.raises(ValueError, match=r"weights=int8 applies to models the audit converts"):
+        engine_from_spec(f"openvino:{ir},weights=int8")

@@ -14,7 +14,8 @@ An engine spec is ``ENGINE:MODEL[,key=value...]``:
   ``batch=N`` (OpenVINO: continuous batching; transformers, plain arm only: N return
   sequences per ``generate`` call), ``reload=0`` (OpenVINO: keep the pipeline after
   a failed request instead of rebuilding it), ``precision=fp32|int4|int8`` (onnxruntime;
-  OpenVINO: ``bf16|f16|f32``, its inference precision),
+  OpenVINO: ``bf16|f16|f32``, its inference precision), ``weights=f16|int8`` (OpenVINO: the
+  converted model's weights; int8 through a Q8_0 GGUF),
   ``verifier=NAME`` and ``speculate=0|1`` (specviz).
 
 >>> engine_from_spec("openvino:smollm2-135m,draft=target,k=2").speculation
@@ -61,7 +62,7 @@ ENGINES = {
 }
 _KEYS = {
     "transformers": {"draft", "lookup", "ensemble", "k", "threads", "dtype", "batch"},
-    "openvino": {"draft", "lookup", "k", "threads", "batch", "reload", "precision"},
+    "openvino": {"draft", "lookup", "k", "threads", "batch", "reload", "precision", "weights"},
     "onnxruntime-genai": {"draft", "lookup", "k", "threads", "precision"},
     "specviz": {"draft", "verifier", "k", "speculate"},
 }

@@ -181,7 +181,8 @@ class Engine:
         """Free the models (the audit calls it when done with this arm)."""
 
 
-_NUMERICS = ("precision", "dtype")  # settings that change an engine's numbers, not its method
+# settings that change an engine's numbers (or its weights), not its method
+_NUMERICS = ("precision", "dtype", "weights")
 
 
 def check_same_numerics(a: Engine, b: Engine) -> None:

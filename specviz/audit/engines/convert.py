@@ -6,6 +6,11 @@
   into ``<venv>/llama.cpp/convert``; OpenVINO's GGUF reader refuses the shipped Q4/Q5 files) ->
   ``openvino_genai.LLMPipeline(model.gguf, "CPU", enable_save_ov_model=True)``, which writes the
   IR and the tokenizer IRs next to it. That folder works as the target and as ``draft_model``.
+  ``weights="int8"`` writes a Q8_0 GGUF instead (``--outtype q8_0``: int8 weights, one f16
+  scale per 32): OpenVINO's GGUF reader keeps them int8 in the IR and the CPU plugin keeps
+  them compressed, where it holds f16 weights as f32 (the 1.5B Qwen: 6.2 GB of weights as f16
+  IR). Int8 weights are a different model from the f16 one, so both arms of an audit must use
+  the same ``weights=`` and the report says which.
 * **onnxruntime-genai** reads a folder with ``genai_config.json`` and ``model.onnx``: its model
   builder (``python -m onnxruntime_genai.models.builder``, torch + transformers) converts the
   cached safetensors folder directly. Draft-model speculation needs a composite folder whose
@@ -452,9 +457,11 @@ def _probe_ids(hf: Path) -> list[int]:
     return AutoTokenizer.from_pretrained(str(hf), local_files_only=True)(_PROBE)["input_ids"]
 
 
-def _check_greedy(engine: str, hf: Path, prompt: list[int], got: list[int]) -> None:
+def _check_greedy(
+    engine: str, hf: Path, prompt: list[int], got: list[int], near_tie: float = _NEAR_TIE
+) -> None:
     """The engine's greedy tokens must be the transformers model's argmax at every position,
-    or within ``_NEAR_TIE`` logits of it."""
+    or within ``near_tie`` logits of it."""
     import torch
 
     if len(got) < 1:
@@ -466,7 +473,7 @@ def _check_greedy(engine: str, hf: Path, prompt: list[int], got: list[int]) -> N
     for i, tok in enumerate(got):
         row = logits[i]
         gap = float(row.max() - row[tok])
-        if gap > _NEAR_TIE:
+        if gap > near_tie:
             raise EngineError(
                 f"{engine}: the converted model does not compute the original's logits: at "
                 f"probe position {i} it chose token {tok}, {gap:.2f} logits below the "
@@ -511,27 +518,47 @@ _OV_PROBE = textwrap.dedent(
 )
 
 
-def openvino_model(name: str, *, progress: bool = True) -> Path:
-    """An OpenVINO IR folder (f16 weights) for ``name`` -- a built-in model (``@N`` for a
-    truncated one) or a local safetensors folder -- converted once and cached. Usable as
-    ``LLMPipeline``'s model and as ``draft_model``."""
+# weights= -> (GGUF --outtype, cache tag, the greedy check's near-tie margin in logits): int8
+# weights move logits a little more than f16 ones
+OV_WEIGHTS = {"f16": ("f16", "f16", _NEAR_TIE), "int8": ("q8_0", "q8_0", 1.0)}
+
+
+def ir_int8_weights(xml: Path) -> int:
+    """The number of 8-bit integer (``u8`` / ``i8``) constants in an OpenVINO IR: the
+    compressed weights of an int8 model (an f16 IR has none)."""
+    text = xml.read_text(encoding="utf-8", errors="replace")
+    return len(re.findall(r'<layer [^>]*type="Const"[^>]*>\s*<data [^>]*element_type="[ui]8"',
+                          text))  # fmt: skip
+
+
+def openvino_model(name: str, *, weights: str = "f16", progress: bool = True) -> Path:
+    """An OpenVINO IR folder for ``name`` -- a built-in model (``@N`` for a truncated one) or a
+    local safetensors folder -- converted once and cached. Usable as ``LLMPipeline``'s model
+    and as ``draft_model``. ``weights``: ``"f16"`` (an f16 GGUF; the CPU plugin holds the
+    weights as f32) or ``"int8"`` (a Q8_0 GGUF: int8 weights, kept compressed)."""
+    if weights not in OV_WEIGHTS:
+        raise ValueError(
+            f"openvino: weights must be one of {', '.join(OV_WEIGHTS)}, got {weights!r}"
+        )
+    outtype, wtag, near_tie = OV_WEIGHTS[weights]
     import_engine("openvino_genai", "openvino", "openvino")
     base, layers = parse_model(name)
     tag = _slug(base) + (f"-layers{layers}" if layers else "")
-    dest = _models.cache_dir() / "openvino" / f"{tag}-f16-v{_FORMAT}"
+    dest = _models.cache_dir() / "openvino" / f"{tag}-{wtag}-v{_FORMAT}"
     if _state(dest)[0] == "ready":
         return dest
     _check_source(base)
     if not os.environ.get(_IN_CHILD):
-        return _convert_in_child("openvino", name, {}, "openvino", progress, dest)
+        kw = {} if weights == "f16" else {"weights": weights}
+        return _convert_in_child("openvino", name, kw, "openvino", progress, dest)
     hf = hf_folder(name, progress=progress)
 
     def build(tmp: Path) -> None:
         gguf = tmp / "model.gguf"
         _run(
-            [sys.executable, str(gguf_converter()), str(hf), "--outtype", "f16",
+            [sys.executable, str(gguf_converter()), str(hf), "--outtype", outtype,
              "--outfile", str(gguf)],
-            "openvino", f"converting {name} to an f16 GGUF (convert_hf_to_gguf.py)",
+            "openvino", f"converting {name} to a {outtype} GGUF (convert_hf_to_gguf.py)",
         )  # fmt: skip
         _run(
             [sys.executable, "-c", _OV_SAVE, str(gguf)],
@@ -541,14 +568,23 @@ def openvino_model(name: str, *, progress: bool = True) -> Path:
         for need in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
             if not (tmp / need).is_file():
                 raise EngineError(f"openvino: converting {name} wrote no {need}")
+        if weights == "int8" and not ir_int8_weights(tmp / "openvino_model.xml"):
+            raise EngineError(
+                f"openvino: the IR of {name} from a Q8_0 GGUF has no int8 weight constants "
+                f"(the GGUF reader decompressed them): it would hold them as f32"
+            )
         prompt = _probe_ids(hf)
         out = _run(
             [sys.executable, "-c", _OV_PROBE, str(tmp), json.dumps(prompt), str(_PROBE_TOKENS)],
             "openvino", f"loading the converted {name}",
         )  # fmt: skip
-        _check_greedy("openvino", hf, prompt, json.loads(out.strip().splitlines()[-1]))
+        got = json.loads(out.strip().splitlines()[-1])
+        _check_greedy("openvino", hf, prompt, got, near_tie=near_tie)
 
-    return _cached(dest, build, progress, f"openvino IR of {name}", {"source": str(hf)})
+    return _cached(
+        dest, build, progress, f"openvino IR of {name}",
+        {"source": str(hf), "weights": weights, "gguf_outtype": outtype},
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ onnxruntime-genai

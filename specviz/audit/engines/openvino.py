@@ -21,6 +21,12 @@
   value (:func:`~.base.check_same_numerics`; the raw file's key and the report show it). It
   does not save memory here: on an avx512_bf16 CPU the 1.5B Qwen f16 IR held 9.25 GB with and
   without ``bf16`` (the compiled model exported with ``CACHE_DIR`` is f32: 6.2 GB).
+* **Weights.** ``weights=int8`` converts the models through a Q8_0 GGUF (int8 weights, kept
+  compressed by the CPU plugin) instead of the f16 one, whose weights the CPU plugin holds as
+  f32 (9.25 GB for the 1.5B Qwen's pipeline). Int8 weights are another model than the f16
+  ones: both arms must give the same ``weights=`` (:func:`~.base.check_same_numerics`), and the
+  raw file's key and the report carry it. It applies to models the audit converts; an IR
+  folder given as the model is used as it is.
 * **Batches.** ``batch > 1`` sends that many requests at once to a
   ``ContinuousBatchingPipeline`` (one config, with its own seed, per request) -- much faster on
   the CPU; per-request counters are then not available. A batch that raises is retried one
@@ -35,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Engine, EngineError, EngineSample, Sampling, check_sampling, import_engine
-from .convert import openvino_model, parse_model
+from .convert import OV_WEIGHTS, openvino_model, parse_model
 
 __all__ = ["OpenVINOEngine"]
 
@@ -57,6 +63,7 @@ class OpenVINOEngine(Engine):
     reload_after_failure: bool = True
     reload: int | None = None  # the spec's reload=0|1 (reload_after_failure)
     precision: str | None = None  # INFERENCE_PRECISION_HINT (both models); None: the plugin's
+    weights: str | None = None  # None / "f16": the f16 IR; "int8": the Q8_0 route (both models)
     engine: str = "openvino"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -70,6 +77,20 @@ class OpenVINOEngine(Engine):
                 f"openvino: precision must be one of {', '.join(_PRECISIONS)}, got "
                 f"{self.precision!r}"
             )
+        if self.weights == "f16":  # the default route, named
+            self.weights = None
+        if self.weights is not None and self.weights not in OV_WEIGHTS:
+            raise ValueError(
+                f"openvino: weights must be one of {', '.join(OV_WEIGHTS)}, got {self.weights!r}"
+            )
+        if self.weights is not None:
+            for name in (self.model, self.draft):
+                path = Path(parse_model(name or "")[0]).expanduser()
+                if name and (path / "openvino_model.xml").is_file():
+                    raise ValueError(
+                        f"openvino: weights={self.weights} applies to models the audit "
+                        f"converts; {path} is an IR folder already (used as it is)"
+                    )
         if self.reload is not None:
             self.reload_after_failure = bool(self.reload)
         self.speculation = "draft" if self.draft else ("lookup" if self.lookup else "off")
@@ -80,7 +101,7 @@ class OpenVINOEngine(Engine):
         path = Path(parse_model(name)[0]).expanduser()
         if path.is_dir() and (path / "openvino_model.xml").is_file():
             return path
-        return openvino_model(name, progress=False)
+        return openvino_model(name, weights=self.weights or "f16", progress=False)
 
     def load(self) -> None:
         g = import_engine("openvino_genai", "openvino", "openvino")

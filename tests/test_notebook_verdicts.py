@@ -188,6 +188,20 @@ def test_first_token_tv_note_states_the_bias_of_a_small_sample():
     null = float(note.split("two identical samplers would show ")[1].split(" ")[0])
     assert null > 0.15 and abs(est - null) < 0.15  # the plug-in sits in its own null band
     assert "bias-corrected estimate" in note and "no evidence of a difference" in note
+    assert "bias-corrected 95% bootstrap interval [0.190, 0.430]" in note
+
+
+def test_first_token_tv_note_explains_a_plug_in_above_its_interval():
+    """10's committed report read "plug-in estimate 0.081 (95% bootstrap interval [0.013,
+    0.080])": an estimate outside its own interval, unexplained (the interval is the basic,
+    bias-corrected bootstrap). The note says why; an interval around it says nothing more."""
+    a, b = np.array([500, 300, 200]), np.array([420, 330, 250])  # plug-in TV 0.08
+    low = _Report(a, b)
+    low.tv = pd.DataFrame([dict(position=0, estimate=0.08, low=0.013, high=0.079)])
+    assert "below the plug-in because it is bias-corrected" in first_token_tv_note(low)
+    around = _Report(a, b)
+    around.tv = pd.DataFrame([dict(position=0, estimate=0.08, low=0.03, high=0.12)])
+    assert "below the plug-in" not in first_token_tv_note(around)
 
 
 def test_next_gamma_needs_enough_drafted_tokens():

@@ -96,27 +96,6 @@ AUDITS: dict[str, dict[str, Any]] = {
         max_tokens=4,
         identity=True,
     ),
-    # int8 weights (weights=int8: a Q8_0 GGUF -> IR, kept compressed by the CPU plugin, where
-    # it holds the f16 IR's weights as f32: 12.6 GB peak for ov-qwen-draft): the same audits
-    # on int8 weights in both arms and both models -- another model than the f16 one, the
-    # reports say so. The identity probe uses the pair's target, the 1.5B, as its own draft.
-    "ov-qwen-identity-int8": dict(
-        title="OpenVINO GenAI identity probe, int8 weights: Qwen2.5-Coder-1.5B as its own draft",
-        a=f"openvino:{Q15},threads=2,batch=32,weights=int8",
-        b=f"openvino:{Q15},threads=2,draft=target,weights=int8",
-        prompts=QWEN_PROMPTS[:1],
-        n_samples=100,
-        max_tokens=4,
-        identity=True,
-    ),
-    "ov-qwen-draft-int8": dict(
-        title="OpenVINO GenAI, int8 weights: Qwen2.5-Coder-1.5B without vs with the 0.5B draft",
-        a=f"openvino:{Q15},threads=2,batch=32,weights=int8",
-        b=f"openvino:{Q15},draft={Q05},threads=2,weights=int8",
-        prompts=QWEN_PROMPTS[:1],
-        n_samples=500,
-        max_tokens=4,
-    ),
     "ort-qwen-draft": dict(
         title="onnxruntime-genai (int4): Qwen2.5-Coder-1.5B without vs with the 0.5B draft",
         a=f"onnxruntime:{Q15},precision=int4,threads=2",
@@ -146,6 +125,24 @@ AUDITS: dict[str, dict[str, Any]] = {
         ensemble=(Q15, Q05, 0.5, "bfloat16"),
     ),
 }
+# int8 weights (weights=int8: a Q8_0 GGUF -> IR, kept compressed by the CPU plugin, where it
+# holds the f16 IR's weights as f32: 12.6 GB peak for ov-qwen-draft): the same audits on int8
+# weights in both arms and both models -- another model than the f16 one, the reports say so.
+# The identity probe uses the pair's target, the 1.5B, as its own draft.
+AUDITS["ov-qwen-identity-int8"] = dict(
+    AUDITS["ov-qwen-identity"],
+    title="OpenVINO GenAI identity probe, int8 weights: Qwen2.5-Coder-1.5B as its own draft",
+    a=f"openvino:{Q15},threads=2,batch=32,weights=int8",
+    b=f"openvino:{Q15},threads=2,draft=target,weights=int8",
+    n_samples=100,
+)
+AUDITS["ov-qwen-draft-int8"] = dict(
+    AUDITS["ov-qwen-draft"],
+    title="OpenVINO GenAI, int8 weights: Qwen2.5-Coder-1.5B without vs with the 0.5B draft",
+    a=AUDITS["ov-qwen-draft"]["a"] + ",weights=int8",
+    b=AUDITS["ov-qwen-draft"]["b"] + ",weights=int8",
+    n_samples=500,
+)
 for engine in ("openvino", "onnxruntime", "transformers"):
     key = (
         engine.replace("openvino", "ov").replace("onnxruntime", "ort").replace("transformers", "hf")

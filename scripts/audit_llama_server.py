@@ -95,18 +95,6 @@ AUDITS: dict[str, dict[str, Any]] = {
         api="completions",
         settings=dict(max_tokens=3, load_max_tokens=32, load_levels=""),
     ),
-    # The same, sized for *any* difference of TV 0.05 at position 2 (the least-favourable
-    # alternative; `tv05_prompt.py --alternative least-favourable --out .../qwen-draft-tv05-lf`)
-    "qwen-draft-tv05-lf": dict(
-        title="Qwen2.5-Coder-1.5B, without vs with the 0.5B draft model, sized for any TV 0.05 "
-        "at position 2",
-        model="qwen2.5-coder-1.5b",
-        draft="qwen2.5-coder-0.5b",
-        spec=dict(),
-        plan="prompt_choice.json",
-        api="completions",
-        settings=dict(max_tokens=3, load_max_tokens=32, load_levels=""),
-    ),
     "smollm2-ngram": dict(
         title="SmolLM2-135M, without vs with n-gram lookup drafting (--spec-type ngram-simple)",
         model="smollm2-135m",
@@ -118,6 +106,13 @@ AUDITS: dict[str, dict[str, Any]] = {
         # sampled tokens come through the speculative path
         settings=dict(n_samples=400, max_tokens=8, load_max_tokens=48),
     ),
+}
+# The same audit sized for *any* difference of TV 0.05 at position 2 (the least-favourable
+# alternative; `tv05_prompt.py --alternative least-favourable --out .../qwen-draft-tv05-lf`)
+AUDITS["qwen-draft-tv05-lf"] = {
+    **AUDITS["qwen-draft-tv05"],
+    "title": "Qwen2.5-Coder-1.5B, without vs with the 0.5B draft model, sized for any TV 0.05 "
+    "at position 2",
 }
 
 

@@ -518,9 +518,10 @@ _OV_PROBE = textwrap.dedent(
 )
 
 
-# weights= -> (GGUF --outtype, cache tag, the greedy check's near-tie margin in logits): int8
+# weights= -> (GGUF --outtype, also the cache folder's tag; the greedy check's near-tie margin
+# in logits): int8
 # weights move logits a little more than f16 ones
-OV_WEIGHTS = {"f16": ("f16", "f16", _NEAR_TIE), "int8": ("q8_0", "q8_0", 1.0)}
+OV_WEIGHTS = {"f16": ("f16", _NEAR_TIE), "int8": ("q8_0", 1.0)}
 
 
 def ir_int8_weights(xml: Path) -> int:
@@ -540,11 +541,11 @@ def openvino_model(name: str, *, weights: str = "f16", progress: bool = True) ->
         raise ValueError(
             f"openvino: weights must be one of {', '.join(OV_WEIGHTS)}, got {weights!r}"
         )
-    outtype, wtag, near_tie = OV_WEIGHTS[weights]
+    outtype, near_tie = OV_WEIGHTS[weights]
     import_engine("openvino_genai", "openvino", "openvino")
     base, layers = parse_model(name)
     tag = _slug(base) + (f"-layers{layers}" if layers else "")
-    dest = _models.cache_dir() / "openvino" / f"{tag}-{wtag}-v{_FORMAT}"
+    dest = _models.cache_dir() / "openvino" / f"{tag}-{outtype}-v{_FORMAT}"
     if _state(dest)[0] == "ready":
         return dest
     _check_source(base)

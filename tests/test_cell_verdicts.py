@@ -8,9 +8,11 @@ from unittest.mock import patch
 
 import pandas as pd
 
+from specviz.lab.report_index import claim_verdicts
 from specviz.lab.verdicts import (
     greedy_identity_line,
     mixed_precision_line,
+    read_verdict,
     sampler_check_lines,
     sequential_line,
     shipped_mistake_lines,
@@ -102,12 +104,22 @@ def test_the_mixed_precision_check_is_caught_unseeable_or_a_miss():
         with patch("specviz.lab.verdicts._experiments.outcome_phrase", lambda r: r.outcome):
             return mixed_precision_line(report, n_samples=150, exact_tv=0.02, samples_needed=4000)
 
-    assert line("inconsistent") == (
-        "consistency_check of mixed_precision with 150 samples per arm: inconsistent -- caught "
-        "the bug: supports claim 9 at this sample size."
+    assert str(line("inconsistent")) == (
+        "Claim 9, consistency_check of mixed_precision with 150 samples per arm: inconsistent "
+        "-- caught the bug: supports claim 9 at this sample size."
     )
-    assert "cannot tell at this size (the bug's TV 0.0200 needs ~4000" in line("inconclusive")
-    assert line("consistent").endswith("(a miss).")
+    assert "cannot tell at this size (the bug's TV 0.0200 needs ~4000" in str(line("inconclusive"))
+    assert "(a miss: contradicts" in str(line("consistent"))
+    # issue 27: the demo index reads a verdict from each outcome's line
+    for outcome, verdict in [
+        ("inconsistent", "supports"),
+        ("inconclusive", "cannot tell"),
+        ("consistent", "contradicts"),
+    ]:
+        got = line(outcome)
+        assert (got.claim, got.verdict) == (9, verdict)
+        assert read_verdict(str(got)) == verdict
+        assert claim_verdicts([str(got)]) == {9: verdict}
 
 
 # issue 27: notebook 02's and 06's "What we saw" lines, moved out of the cells

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...checks.report import outcome_phrase
+from ._single_run import CONTRADICTS, ClaimLine
 
 __all__ = [
     "RatioVerdict",
@@ -372,19 +373,29 @@ def greedy_identity_line(identical: Mapping[str, int], n: int) -> str:
 
 def mixed_precision_line(
     report: Any, *, n_samples: int, exact_tv: float, samples_needed: float
-) -> str:
+) -> ClaimLine:
     """What notebook 06's consistency check of the ``mixed_precision`` bug allows (claim 9):
-    caught, cannot tell at this size (its TV needs more samples), or a miss."""
-    meaning = {
-        "inconsistent": "caught the bug: supports claim 9 at this sample size",
-        "inconclusive": f"cannot tell at this size (the bug's TV {exact_tv:.4f} needs "
-        f"~{samples_needed:.0f} samples per arm)",
-        "consistent": "no test rejected although this TV would have been seen 90% of the time "
-        "(a miss)",
+    caught (*supports*), cannot tell at this size (its TV needs more samples), or a miss
+    (*contradicts*, as notebook 04 counts a broken rule a powered test missed). A ``Claim 9``
+    line, so the demo index reads its verdict."""
+    verdict, meaning = {
+        "inconsistent": (SUPPORTS, "caught the bug: supports claim 9 at this sample size"),
+        "inconclusive": (
+            CANNOT_TELL,
+            f"cannot tell at this size (the bug's TV {exact_tv:.4f} needs "
+            f"~{samples_needed:.0f} samples per arm)",
+        ),
+        "consistent": (
+            CONTRADICTS,
+            "no test rejected although this TV would have been seen 90% of the time "
+            "(a miss: contradicts claim 9's 'observable' at this size)",
+        ),
     }[report.outcome]
-    return (
-        f"consistency_check of mixed_precision with {n_samples} samples per arm: "
-        f"{outcome_phrase(report)} -- {meaning}."
+    return ClaimLine(
+        9,
+        verdict,
+        f"Claim 9, consistency_check of mixed_precision with {n_samples} samples per arm: "
+        f"{outcome_phrase(report)} -- {meaning}.",
     )
 
 

@@ -360,3 +360,37 @@ def test_measuring_keep_dense_false_never_holds_both_copies(cache, tmp_path, kee
         assert seen["both"] == 0
     with torch.no_grad():
         torch.testing.assert_close(model(ids).logits, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_cpu_that_cannot_pack_bf16_gets_stock_kernels_and_a_clear_error(cache, monkeypatch):
+    # oneDNN's bf16 reorder needs AVX-512 (bw/vl/dq) or AVX-NE-CONVERT: on a CPU without them
+    # (an AMD EPYC Zen 3 here) loading a bf16 model raised from inside the kernel timing
+    real = torch.ops.mkldnn._reorder_linear_weight
+
+    class Ops:
+        @staticmethod
+        def _reorder_linear_weight(w, batch):
+            if w.dtype == torch.bfloat16:
+                raise RuntimeError("bf16 path needs the cpu support avx512bw")
+            return real(w, batch)
+
+    monkeypatch.setattr(torch.ops, "mkldnn", Ops)
+    packed_mod.packing_supported.cache_clear()
+    try:
+        assert packed_mod.packing_supported(torch.float32) == ""
+        assert "cannot pack bfloat16 weights on this CPU" in packed_mod.packing_supported(
+            torch.bfloat16
+        )
+        model = _model().to(torch.bfloat16)
+        r = sv.use_fastest_kernels(model)
+        assert r.source == "unavailable" and (r.decode, r.verify) == ("stock", "stock")
+        assert "cannot pack bfloat16" in r.reason and packed_layers(model) == 0
+        assert not cache.exists()  # nothing timed
+        assert model(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 11)  # still works
+        with pytest.raises(RuntimeError, match=r"cannot pack bfloat16 .*packed=False"):
+            use_packed_weights(model)
+        assert packed_layers(model) == 0  # refused before packing any layer
+        # float32 on the same CPU: still measured and packed as before
+        assert sv.use_fastest_kernels(_model(), mode="packed").source == "forced"
+    finally:
+        packed_mod.packing_supported.cache_clear()

@@ -35,6 +35,7 @@ the benchmarks assert identical tokens.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +55,27 @@ _DTYPES = (torch.float32, torch.bfloat16)
 def packing_available() -> bool:
     """True when this PyTorch build has oneDNN (mkldnn) CPU kernels."""
     return bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
+
+
+@functools.cache
+def packing_supported(dtype: torch.dtype) -> str:
+    """ "" when oneDNN packs ``dtype`` weights on this CPU, else why not: its bf16 reorder
+    needs AVX-512 (bw, vl, dq) or AVX-NE-CONVERT, and raises on CPUs without them (AMD
+    EPYC Zen 3, say). Tried once per process on a 16 x 16 weight."""
+    if not packing_available():
+        return "this PyTorch has no oneDNN (mkldnn) CPU backend"
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(16, 16, dtype=dtype), 1)
+    except RuntimeError as err:
+        return f"oneDNN cannot pack {str(dtype).removeprefix('torch.')} weights on this CPU ({err})"
+    return ""
+
+
+def _check_supported(layers: list[nn.Module]) -> None:
+    for dtype in sorted({m.weight.dtype for m in layers}, key=str):
+        why = packing_supported(dtype)
+        if why:
+            raise RuntimeError(f"packed weights: {why}; use the stock kernels (packed=False)")
 
 
 def _packable(module: nn.Module) -> bool:
@@ -165,6 +187,7 @@ def use_packed_weights(model: nn.Module, enabled: bool = True, *, keep_dense: bo
             "use_packed_weights: the model has no CPU float32/bfloat16 nn.Linear layer to pack "
             "(packing is a CPU optimisation; on CUDA use specviz.lm.use_static_cache)"
         )
+    _check_supported(layers)
     uses = None if keep_dense else _storage_uses(model)
     files = [] if keep_dense else _file_mappings()
     for m in layers:
@@ -340,6 +363,7 @@ def pack_lean(model: nn.Module) -> int:
         raise RuntimeError("packed weights need PyTorch's oneDNN (mkldnn) CPU backend")
     files = _file_mappings()
     layers = [m for m in model.modules() if _packable(m)]
+    _check_supported(layers)
     for m in layers:
         _ensure_packed(m)
         if not m.__dict__.get(_DROPPED, False):

@@ -4,6 +4,7 @@ audits in one test module (seeds depend only on the arm, prompt and index)."""
 from __future__ import annotations
 
 from specviz.audit.engines import Engine
+from specviz.audit.engines.base import _NUMERICS
 
 
 class Memo(Engine):
@@ -13,7 +14,7 @@ class Memo(Engine):
         super().__init__(spec=inner.spec, label=inner.label, engine=inner.engine)
         self.inner, self.seen = inner, {}
         self.first_token_from_target = inner.first_token_from_target
-        for key in ("precision", "dtype"):  # what the audit's same-numerics check compares
+        for key in _NUMERICS:  # what the audit's same-numerics check compares
             if hasattr(inner, key):
                 setattr(self, key, getattr(inner, key))
 

@@ -110,7 +110,7 @@ def test_bad_weights_and_mismatched_arms_are_refused_before_loading(tmp_path):
             engine_from_spec("openvino:smollm2-135m,weights=int8"),
             engine_from_spec("openvino:smollm2-135m,draft=target"),
         )
-    # weights=f16 is the default route, named: no mismatch
+    # weights=f16 is the default route of a model this size, named: no mismatch
     check_same_numerics(
         engine_from_spec("openvino:smollm2-135m,weights=f16"),
         engine_from_spec("openvino:smollm2-135m,draft=target"),
@@ -120,3 +120,59 @@ def test_bad_weights_and_mismatched_arms_are_refused_before_loading(tmp_path):
     (ir / "openvino_model.xml").write_text("<net/>")
     with pytest.raises(ValueError, match=r"weights=int8 applies to models the audit converts"):
         engine_from_spec(f"openvino:{ir},weights=int8")
+
+
+def _safetensors_header(path, shape):
+    import json
+
+    head = json.dumps({"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}).encode()
+    path.write_bytes(len(head).to_bytes(8, "little") + head)  # the header alone is read
+
+
+def test_int8_is_the_default_above_a_billion_parameters_and_the_spec_says_so(tmp_path):
+    # issue 24's 10 GB bar: the CPU plugin holds an f16 IR's weights as f32 (the 1.5B Qwen
+    # with its 0.5B draft peaked at 12.6-16 GB), so as optimum-intel's exporter does, models
+    # above 1B parameters convert to int8 unless weights= says otherwise
+    from specviz.audit.engines.base import check_same_numerics
+
+    pair = "openvino:qwen2.5-coder-1.5b,draft=qwen2.5-coder-0.5b,threads=2"
+    big = engine_from_spec(pair)
+    assert big.weights == "int8"
+    assert big.spec == "qwen2.5-coder-1.5b,draft=qwen2.5-coder-0.5b,threads=2,weights=int8"
+    assert engine_from_spec(pair + ",weights=int8").spec == big.spec  # the same raw-file key
+    # the two arms of a default audit agree; an f16 arm against a default one is refused
+    check_same_numerics(engine_from_spec("openvino:qwen2.5-coder-1.5b,batch=32"), big)
+    f16 = engine_from_spec("openvino:qwen2.5-coder-1.5b,threads=2,batch=32,weights=f16")
+    with pytest.raises(ValueError, match=r"the two arms differ in weights \(f16 vs int8\)"):
+        check_same_numerics(f16, big)
+    # f16 named: a spec without weights=, the key every f16 raw file was written with
+    assert (f16.weights, f16.spec) == ("f16", "qwen2.5-coder-1.5b,batch=32,threads=2")
+    small = engine_from_spec("openvino:qwen2.5-coder-0.5b,draft=target")
+    assert (small.weights, small.spec) == ("f16", "qwen2.5-coder-0.5b,draft=target")
+    # a local folder: counted from its safetensors headers, no tensor read
+    for shape, want in (([50_000, 25_000], "int8"), ([1000, 1000], "f16")):
+        folder = tmp_path / f"m{shape[0]}"
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        _safetensors_header(folder / "model.safetensors", shape)
+        assert engine_from_spec(f"openvino:{folder}").weights == want
+    # an IR folder is used as it is: no weights to choose
+    ir = tmp_path / "ir"
+    ir.mkdir()
+    (ir / "openvino_model.xml").write_text("<net/>")
+    assert engine_from_spec(f"openvino:{ir}").weights is None
+
+
+def test_the_registry_counts_match_the_cached_safetensors():
+    # the built-in counts that pick the default weights are the cached files' own
+    from specviz import models
+    from specviz.audit.engines.convert import parameter_count
+
+    checked = 0
+    for name, spec in models.BUILTIN_MODELS.items():
+        folder = models.cache_dir() / "models" / spec.cache_name
+        if list(folder.glob("*.safetensors")):
+            assert parameter_count(str(folder)) == spec.params, name
+            checked += 1
+    if not checked:
+        pytest.skip("no built-in model in the cache yet")

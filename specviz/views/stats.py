@@ -408,20 +408,28 @@ def sequential_figure(
     ``fixed_n`` marks what a fixed-n design would have drawn."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     dashes = ("solid", "dash", "dot", "dashdot", "longdash")
-    for i, (label, rows) in enumerate(trajectories.items()):
-        arr = np.asarray(getattr(rows, "values", rows), dtype=float).reshape(-1, 3)
+    symbols = ("circle", "square", "diamond", "triangle-up", "x")
+    runs = {k: np.asarray(getattr(v, "values", v), dtype=float).reshape(-1, 3)
+            for k, v in trajectories.items()}  # fmt: skip
+    # the e-value axis spans the decision, not the extremes: a broken rule's e-value runs to
+    # 1e90 and a lossless run's towards 0, which flattened every curve against 1/alpha; points
+    # beyond the axis sit on its edge and their hover gives the value
+    lo, hi = _e_axis([r[:, 1] for r in runs.values()], alpha)
+    for i, (label, arr) in enumerate(runs.items()):
         verdict = (outcomes or {}).get(label, "inconclusive").split()[0]
         style = dict(color=color(verdict), dash=dashes[i % len(dashes)])
-        for row, fmt in ((1, "e-value %{y:.3g}"), (2, "TV < %{y:.3f}")):
+        for row, fmt in ((1, "e-value %{customdata:.3g}"), (2, "TV < %{y:.3f}")):
             fig.add_trace(
                 go.Scatter(
                     name=f"{label} ({verdict})",
                     legendgroup=str(label),
                     showlegend=row == 1,
                     x=arr[:, 0],
-                    y=np.maximum(arr[:, 1], 1e-300) if row == 1 else arr[:, 2],
+                    y=np.clip(arr[:, 1], lo, hi) if row == 1 else arr[:, 2],
+                    customdata=arr[:, 1],
                     mode="lines+markers",
                     line=style,
+                    marker=dict(symbol=symbols[i % len(symbols)], size=7),
                     hovertemplate=f"n = %{{x}}: {fmt}<extra>{label}</extra>",
                 ),
                 row=row,
@@ -434,6 +442,7 @@ def sequential_figure(
         line_dash="dash",
         line_color=THEORY_COLOR,
         annotation_text=f"reject: 1/alpha = {1 / alpha:g}",
+        annotation_position="bottom left",
     )
     if tv_tolerance is not None:
         fig.add_hline(
@@ -448,13 +457,37 @@ def sequential_figure(
         for row in (1, 2):
             fig.add_vline(x=fixed_n, row=row, col=1, line_dash="dot", line_color="grey")
         fig.add_annotation(
-            x=fixed_n, y=1, yref="paper", text=f"fixed-n design: {fixed_n:,.0f}", showarrow=False
+            x=fixed_n,
+            y=1.0,
+            yref="paper",
+            yanchor="bottom",
+            xanchor="left",
+            text=f" fixed-n design: {fixed_n:,.0f}",
+            showarrow=False,
         )
-    fig.update_yaxes(title_text="e-value", type="log", row=1, col=1)
+    fig.update_yaxes(
+        title_text="e-value", type="log", range=[np.log10(lo), np.log10(hi)], row=1, col=1
+    )
     fig.update_yaxes(title_text="TV upper end", range=[0, 1.02], row=2, col=1)
     fig.update_xaxes(title_text="samples per arm", row=2, col=1)
     fig.update_layout(title=title, height=560)
     return fig
+
+
+def _e_axis(evalues: Sequence[np.ndarray], alpha: float) -> tuple[float, float]:
+    """The e-value axis: the data's range clipped to [1e-3, 1e4], always showing 1 and a
+    decade above 1/alpha.
+
+    >>> _e_axis([np.array([1.0, 2.5e3, 1e92])], 0.01)
+    (1.0, 10000.0)
+    >>> _e_axis([np.array([1.0, 0.2, 0.0])], 0.01)
+    (0.001, 1000.0)
+    """
+    e = np.concatenate([np.asarray(x, dtype=float) for x in evalues] or [np.ones(1)])
+    e = e[np.isfinite(e)]
+    lo = max(float(e.min()) if e.size else 1.0, 1e-3)
+    hi = min(float(e.max()) if e.size else 1.0, 1e4)
+    return min(lo, 1.0), max(hi, 10 / alpha)
 
 
 def sequential_figures(report: Any) -> dict[str, Any]:

@@ -172,3 +172,15 @@ def test_margin_figure_counts_and_labels_exact_ties():
     assert "fp32: 2 greedy steps" in names
     marks = [t for t in fig.data if t.name.startswith("first divergences")]
     assert [list(t.text) for t in marks] == [["bf16 plain (exact tie)"], ["fp32 lookup"]]
+    # issue 27 re-review: several divergences in one bin are one cross with their count
+    fig = margin_figure(
+        {"bf16": [0.0, 0.3, 2.0]},
+        [dict(label=f"bf16 run{i}", margin=0.0) for i in range(3)]
+        + [dict(label="bf16 other", margin=0.25), dict(label="bf16 far", margin=2.0)],
+    )
+    (marks,) = [t for t in fig.data if t.name.startswith("first divergences")]
+    assert marks.name == "first divergences, bf16 (5)"
+    assert list(marks.text) == ["3 divergences (exact ties)", "bf16 other", "bf16 far"]
+    assert (
+        marks.hovertext[0].count("<br>") == 2 and "bf16 run2: margin 0.0000" in marks.hovertext[0]
+    )

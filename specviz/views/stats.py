@@ -359,18 +359,27 @@ def margin_figure(
         mine = [d for d in pts if _panel(d, names) == label]
         if not mine:
             continue
+        # one cross per histogram bin, labelled with its count: sixteen divergences at a few
+        # margins printed their labels over each other; the hover lists every one
+        groups: dict[int, list[Mapping[str, Any]]] = {}
+        for d in mine:
+            x = math.log10(max(float(d["margin"]), floor))
+            groups.setdefault(int((x - math.log10(floor)) // width), []).append(d)
+        rows = sorted(groups.items())
         fig.add_trace(
             go.Scatter(
                 name=f"first divergences, {label} ({len(mine)})",
-                x=[math.log10(max(float(d["margin"]), floor)) for d in mine],
-                y=[ymax * (0.35 + 0.6 * (i % 5) / 5) for i in range(len(mine))],
+                x=[math.log10(max(float(g[0]["margin"]), floor)) for _, g in rows],
+                y=[ymax * (0.35 + 0.6 * (i % 5) / 5) for i in range(len(rows))],
                 mode="markers+text",
-                text=[str(d.get("label", "")) + (" (exact tie)" if float(d["margin"]) == 0 else "")
-                      for d in mine],  # fmt: skip
+                text=[_divergence_text(g) for _, g in rows],
                 textposition="top right",  # the left edge is where ties sit: no clipping
                 marker=dict(symbol="x", size=12, color="black"),
-                customdata=[float(d["margin"]) for d in mine],
-                hovertemplate="%{text}<br>margin %{customdata:.4f}<extra></extra>",
+                hovertext=[
+                    "<br>".join(f"{d.get('label', '')}: margin {float(d['margin']):.4f}" for d in g)
+                    for _, g in rows
+                ],
+                hovertemplate="%{hovertext}<extra></extra>",
             ),
             row=1, col=col,
         )  # fmt: skip
@@ -380,6 +389,16 @@ def margin_figure(
     fig.update_yaxes(**count_axis(ymax))
     fig.update_layout(title=title, height=420, bargap=0.05)
     return fig
+
+
+def _divergence_text(group: Sequence[Mapping[str, Any]]) -> str:
+    """A bin's label: the divergence's own for one, the count for several (exact ties named)."""
+    ties = sum(float(d["margin"]) == 0 for d in group)
+    if len(group) == 1:
+        return str(group[0].get("label", "")) + (" (exact tie)" if ties else "")
+    return f"{len(group)} divergences" + (
+        " (exact ties)" if ties == len(group) else f" ({ties} exact ties)" if ties else ""
+    )
 
 
 def _panel(d: Mapping[str, Any], names: Sequence[str]) -> str:

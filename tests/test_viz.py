@@ -488,3 +488,15 @@ def test_tokens_per_call_points_take_their_curves_colour():
     assert marks.name.startswith("measured")
     with pytest.raises(ValueError, match="labels"):
         viz.tokens_per_call_vs_gamma_figure([0.6], 4, pts, labels=["a", "b"])
+
+
+def test_a_greedy_rejection_says_what_replaced_the_draft():
+    # issue 27 re-review: 00's explorer showed an empty residual box under greedy matching
+    target, draft = sv.toy_pair(5, 2, noise=1.0, seed=0)
+    r = sv.speculative_generate(target, draft, [0], gamma=4, max_new_tokens=40)
+    step = next(s for s in r.trace.steps if s.accepted < s.drafted)
+    row = step.positions[step.accepted]
+    fig = viz.residual_figure(r.trace, step.step, tokenizer=NAMES)
+    text = fig.layout.annotations[0].text
+    assert not fig.data and text.startswith("greedy matching: the draft ")
+    assert repr(NAMES[row.draft_token]) in text and repr(NAMES[row.emitted_token]) in text

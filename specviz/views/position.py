@@ -254,8 +254,18 @@ def residual_figure(
             )
         elif r.accepted or _is_bonus(r):
             why = "no rejection at this position"
+        elif trace.meta.get("verifier") == "greedy" or not trace.meta.get("params", {}).get(
+            "do_sample", True
+        ):
+            # greedy matching has no residual law: the target's argmax replaces the draft
+            why = (
+                f"greedy matching: the draft {token_label(r.draft_token, tokenizer)!r} was not "
+                f"the target's top token, so the target's top token "
+                f"{token_label(r.emitted_token, tokenizer)!r} was emitted instead -- no residual "
+                "law to draw (with sampling, the correction is drawn from norm(max(0, p - q)))"
+            )
         else:
-            why = "no residual recorded (greedy matching or a rule without one)"
+            why = "no residual recorded (a rule without one)"
         fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         fig.update_layout(
             title=f"step {s.step}, {_where(s, j)}: residual",

@@ -10,6 +10,8 @@ command each (``--n-samples`` / ``--prompts`` shrink them for a quick run)::
     .venv/bin/python scripts/audit_engines.py hf-qwen-assisted   # transformers assisted generation
     .venv/bin/python scripts/audit_engines.py hf-qwen-ensemble   # ... assistant_ensemble_weight=0.5
     .venv/bin/python scripts/audit_engines.py smollm2-<engine>-<mode>   # the SmolLM2 versions
+    .venv/bin/python scripts/audit_engines.py smollm2-hf-draft-tv05  # sized for TV 0.05 at pos 2
+    .venv/bin/python scripts/audit_engines.py smollm2-ort-draft-tv05 # (scripts/draft_tv05_prompt.py)
     .venv/bin/python scripts/audit_engines.py list
 
 Each runs :func:`specviz.audit.engine_audit` (A = the engine without speculation, B = with it;
@@ -166,6 +168,25 @@ AUDITS["smollm2-hf-ensemble"] = dict(
     n_samples=400,
     ensemble=(SMOL, f"{SMOL}@8", 0.5, "float32"),
 )
+# Sized to see TV 0.05 at position 2: prompt, samples per arm and new tokens from the plan
+# scripts/draft_tv05_prompt.py writes (prompt_choice.json in the audit's folder) from the two
+# models' own laws before any sampling (a prompt whose first two tokens have few likely values
+# and where the truncated draft is accepted about 30% of the time at positions 1 and 2).
+# transformers' plain arm samples 16 requests per generate call (batch=16).
+AUDITS["smollm2-hf-draft-tv05"] = dict(
+    title="transformers: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
+    "for TV 0.05 at position 2",
+    a=f"transformers:{SMOL},threads=1,batch=16",
+    b=f"transformers:{SMOL},threads=1,draft={SMOL}@8",
+    plan=CHOICE.name,
+)
+AUDITS["smollm2-ort-draft-tv05"] = dict(
+    title="onnxruntime: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
+    "for TV 0.05 at position 2",
+    a=f"onnxruntime:{SMOL},threads=1",
+    b=f"onnxruntime:{SMOL},threads=1,draft={SMOL}@8",
+    plan=CHOICE.name,
+)
 AUDITS["smollm2-ov-lookup"] = dict(
     title="OpenVINO GenAI: SmolLM2-135M without vs with prompt lookup",
     a=f"openvino:{SMOL},threads=1",
@@ -182,6 +203,14 @@ def run(name: str, args: argparse.Namespace) -> None:
         for f in out.iterdir():
             if f.name != CHOICE.name:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
+    plan = None
+    if spec.get("plan"):  # prompt, size and new tokens planned before any sampling
+        plan_file = out / spec["plan"]
+        if not plan_file.is_file():
+            raise SystemExit(f"{name}: no plan {plan_file}: run scripts/draft_tv05_prompt.py")
+        plan = json.loads(plan_file.read_text())
+        spec = {**spec, "prompts": [plan["prompt"]], "n_samples": plan["n_per_arm"],
+                "max_tokens": plan["max_tokens"]}  # fmt: skip
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
     if None in prompts:
         raise SystemExit(f"{name}: no {CHOICE} yet: run scripts/ensemble_prompt.py first")
@@ -225,6 +254,8 @@ def run(name: str, args: argparse.Namespace) -> None:
         "machine": args.note,
         "load_average_start_end": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
     }
+    if plan is not None:
+        meta["plan"] = {k: plan[k] for k in ("prompt", "n_per_arm", "max_tokens", "rule")}
     if pred:
         tv = report.tv
         measured = [

@@ -115,6 +115,13 @@ def qualifies(row: dict[str, Any]) -> bool:
     )
 
 
+def choose(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The qualifying candidate whose position-2 test needs the fewest samples (None: none
+    qualifies)."""
+    ok = [r for r in rows if qualifies(r)]
+    return min(ok, key=lambda r: r["position2"]["n_head-tail"]) if ok else None
+
+
 def simulated_size(row: dict[str, Any], n0: int) -> tuple[int, list[dict[str, Any]]]:
     """The smallest n >= n0 (steps of 10%, rounded up to 50) at which at least 90% of the
     simulated reports state a detectable TV <= 0.05 at position 2, and the trials."""
@@ -155,11 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{p2['n_head-tail']:,.0f} (least-favourable {p2['n_least-favourable']:,.0f})",
             flush=True,
         )
-    ok = [r for r in rows if qualifies(r)]
-    if not ok:
+    best = choose(rows)
+    if best is None:
         print("no candidate qualifies", file=sys.stderr)
         return 1
-    best = min(ok, key=lambda r: r["position2"]["n_head-tail"])
     n0 = planned_size(best["position2"]["n_head-tail"])
     n, trials = simulated_size(best, n0)
     choice = {

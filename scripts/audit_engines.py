@@ -23,7 +23,10 @@ audit resumes from its raw file (rerun the same command; ``--fresh`` starts over
 Sizes: ov-qwen-lookup is sized to see a TV of 0.05 at position 2 (4000 samples per arm on a
 prompt whose first two tokens have few likely values) and is the benchmark of that bar; the
 others run their speculative arm one request at a time and are smaller -- each report states
-the TV it could see at each position. The Qwen audits convert their models on
+the TV it could see at each position. smollm2-hf-draft-tv05 / smollm2-ort-draft-tv05 take their
+prompt, size and new tokens from the plan scripts/draft_tv05_prompt.py writes from the two
+models' own laws (prompt_choice.json in each folder: TV 0.05 at position 2, 90% power). The
+Qwen audits convert their models on
 first use (OpenVINO IR f16, onnxruntime-genai int4) and load Qwen-size models: on a shared
 machine run them one at a time (e.g. each under ``flock /tmp/specviz-qwen.lock``).
 """

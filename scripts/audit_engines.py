@@ -10,6 +10,8 @@ command each (``--n-samples`` / ``--prompts`` shrink them for a quick run)::
     .venv/bin/python scripts/audit_engines.py hf-qwen-assisted   # transformers assisted generation
     .venv/bin/python scripts/audit_engines.py hf-qwen-ensemble   # ... assistant_ensemble_weight=0.5
     .venv/bin/python scripts/audit_engines.py smollm2-<engine>-<mode>   # the SmolLM2 versions
+    .venv/bin/python scripts/audit_engines.py smollm2-hf-draft-tv05  # sized for TV 0.05 at pos 2
+    .venv/bin/python scripts/audit_engines.py smollm2-ort-draft-tv05 # (scripts/draft_tv05_prompt.py)
     .venv/bin/python scripts/audit_engines.py list
 
 Each runs :func:`specviz.audit.engine_audit` (A = the engine without speculation, B = with it;
@@ -21,7 +23,10 @@ audit resumes from its raw file (rerun the same command; ``--fresh`` starts over
 Sizes: ov-qwen-lookup is sized to see a TV of 0.05 at position 2 (4000 samples per arm on a
 prompt whose first two tokens have few likely values) and is the benchmark of that bar; the
 others run their speculative arm one request at a time and are smaller -- each report states
-the TV it could see at each position. The Qwen audits convert their models on
+the TV it could see at each position. smollm2-hf-draft-tv05 / smollm2-ort-draft-tv05 take their
+prompt, size and new tokens from the plan scripts/draft_tv05_prompt.py writes from the two
+models' own laws (prompt_choice.json in each folder: TV 0.05 at position 2, 90% power). The
+Qwen audits convert their models on
 first use (OpenVINO IR: int8 weights above 1B parameters unless weights= says otherwise, f16
 below; onnxruntime-genai int4) and load Qwen-size models: on a shared
 machine run them one at a time (e.g. each under ``flock /tmp/specviz-qwen.lock``).
@@ -171,6 +176,25 @@ AUDITS["smollm2-hf-ensemble"] = dict(
     n_samples=400,
     ensemble=(SMOL, f"{SMOL}@8", 0.5, "float32"),
 )
+# Sized to see TV 0.05 at position 2: prompt, samples per arm and new tokens from the plan
+# scripts/draft_tv05_prompt.py writes (prompt_choice.json in the audit's folder) from the two
+# models' own laws before any sampling (a prompt whose first two tokens have few likely values
+# and where the truncated draft is accepted about 30% of the time at positions 1 and 2).
+# transformers' plain arm samples 16 requests per generate call (batch=16).
+AUDITS["smollm2-hf-draft-tv05"] = dict(
+    title="transformers: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
+    "for TV 0.05 at position 2",
+    a=f"transformers:{SMOL},threads=1,batch=16",
+    b=f"transformers:{SMOL},threads=1,draft={SMOL}@8",
+    plan=CHOICE.name,
+)
+AUDITS["smollm2-ort-draft-tv05"] = dict(
+    title="onnxruntime: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
+    "for TV 0.05 at position 2",
+    a=f"onnxruntime:{SMOL},threads=1",
+    b=f"onnxruntime:{SMOL},threads=1,draft={SMOL}@8",
+    plan=CHOICE.name,
+)
 AUDITS["smollm2-ov-lookup"] = dict(
     title="OpenVINO GenAI: SmolLM2-135M without vs with prompt lookup",
     a=f"openvino:{SMOL},threads=1",
@@ -187,6 +211,14 @@ def run(name: str, args: argparse.Namespace) -> None:
         for f in out.iterdir():
             if f.name != CHOICE.name:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
+    plan = None
+    if spec.get("plan"):  # prompt, size and new tokens planned before any sampling
+        plan_file = out / spec["plan"]
+        if not plan_file.is_file():
+            raise SystemExit(f"{name}: no plan {plan_file}: run scripts/draft_tv05_prompt.py")
+        plan = json.loads(plan_file.read_text())
+        spec = {**spec, "prompts": [plan["prompt"]], "n_samples": plan["n_per_arm"],
+                "max_tokens": plan["max_tokens"]}  # fmt: skip
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
     if None in prompts:
         raise SystemExit(f"{name}: no {CHOICE} yet: run scripts/ensemble_prompt.py first")
@@ -230,6 +262,8 @@ def run(name: str, args: argparse.Namespace) -> None:
         "machine": args.note,
         "load_average_start_end": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
     }
+    if plan is not None:
+        meta["plan"] = {k: plan[k] for k in ("prompt", "n_per_arm", "max_tokens", "rule")}
     if pred:
         tv = report.tv
         measured = [

@@ -39,6 +39,17 @@ from typing import Any
 import httpx
 import numpy as np
 
+from specviz.audit.planning import (
+    ALPHA,
+    MARGIN,
+    POWER,
+    TV,
+    binned,
+    planned_size,
+    sizes,
+    two_token_law,
+)
+
 # (prompt, the guess written down before any law was seen)
 CANDIDATES: list[tuple[str, str]] = [
     (
@@ -88,11 +99,8 @@ CANDIDATES: list[tuple[str, str]] = [
 ]
 TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
 SAMPLING = dict(temperature=0.7, top_p=0.9)  # as scripts/audit_llama_server.py's audits
-TV, ALPHA, POWER = 0.05, 0.01, 0.9
 N_PROBS = 40  # llama-server's default top_k is 40: the post-sampling law has at most 40 tokens
 MIN_P1 = 1e-4  # first tokens below this are left out of the two-token law (mass: 'uncovered')
-MIN_UNCOVERED = 1e-4  # smaller uncovered mass is rounding: no bin of its own
-MARGIN = 1.15  # the planned size: 15% above the predicted need, rounded up to 50
 
 
 def _post(client: httpx.Client, url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -120,48 +128,6 @@ def greedy_token(client: httpx.Client, url: str, ids: list[int]) -> int:
         dict(prompt=ids, n_predict=1, temperature=0.0, n_probs=1, cache_prompt=True),
     )
     return int(data["completion_probabilities"][0]["id"])
-
-
-def sizes(law: np.ndarray) -> dict[str, float]:
-    from specviz import stats
-
-    out: dict[str, float] = {"outcomes": int((law > 0).sum())}
-    for kind in ("head-tail", "least-favourable"):
-        try:
-            n = stats.sample_size_for_tv(
-                law, TV, alpha=ALPHA, power=POWER, two_sample=True, alternative=kind
-            )
-        except ValueError:
-            n = math.inf
-        out[f"n_{kind}"] = float(n)
-    return out
-
-
-def two_token_law(
-    law1: dict[int, tuple[str, float]], law2: dict[int, dict[int, tuple[str, float]]]
-) -> tuple[list[tuple[tuple[str, str], float]], float]:
-    """The law of the first two tokens (as pieces, likeliest first) from the first token's law
-    and the second token's law after each first token (``law2[t1]``; first tokens below
-    ``MIN_P1`` may be missing), and the mass it leaves out (clipped at 0: rounding)."""
-    joint: dict[tuple[str, str], float] = {}
-    uncovered = 1.0 - sum(p for _, p in law1.values())
-    for t1, (piece1, p1) in law1.items():
-        if t1 not in law2:
-            uncovered += p1
-            continue
-        for _t2, (piece2, p2) in law2[t1].items():
-            key = (piece1, piece2)
-            joint[key] = joint.get(key, 0.0) + p1 * p2
-        uncovered += p1 * (1.0 - sum(p for _, p in law2[t1].values()))
-    return sorted(joint.items(), key=lambda kv: -kv[1]), max(0.0, uncovered)
-
-
-def binned(two: list[tuple[Any, float]], uncovered: float) -> np.ndarray:
-    """The probability vector the sizes are computed on: the outcomes, and the uncovered mass
-    as a bin of its own only when it is real mass (> ``MIN_UNCOVERED``) -- a bin of 1e-8 of
-    rounding would be the head-tail alternative's whole tail and make any size look enough."""
-    law = np.array([p for _, p in two] + ([uncovered] if uncovered > MIN_UNCOVERED else []))
-    return law / law.sum()
 
 
 def predict(client: httpx.Client, urls: dict[str, str], prompt: str) -> dict[str, Any]:
@@ -234,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no candidate qualifies", file=sys.stderr)
         return 1
     best = min(ok, key=lambda r: r["position2"][f"n_{args.alternative}"])
-    n = int(math.ceil(MARGIN * best["position2"][f"n_{args.alternative}"] / 50.0) * 50)
+    n = planned_size(best["position2"][f"n_{args.alternative}"])
     choice = {
         "rule": (
             f"among candidates with predicted acceptance at position 2 in [0.2, 0.98] and >= 2 "

@@ -190,7 +190,8 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             # issue 27: one load decision per metric family; the TV with its bias; no gamma
             # suggestion on a handful of drafted tokens
             "Load (one decision per metric family, noise floor ",
-            "two identical samplers would show ",
+            "two identical samplers show ",
+            "bootstrap bias-corrected estimate ",
             "no suggested gamma: ",
             # a category is decided only by its speed-up's interval over prompts
             "(95% CI ",

@@ -46,6 +46,8 @@ __all__ = [
     "predicted_best_gammas",
     "Prediction",
     "predicted_vs_measured",
+    "above_call_bound",
+    "call_bound_note",
 ]
 
 
@@ -331,6 +333,41 @@ def predicted_best_gammas(
 # -- predicted vs measured ----------------------------------------------------------------
 
 
+def above_call_bound(speedup: float, tokens_per_call: float, *, tol: float = 1e-9) -> bool:
+    """Whether a measured speed-up over plain decoding exceeds its tokens per target call.
+
+    A speculative target call commits ``tokens_per_call`` tokens on average and costs at least
+    one plain decode step (a verify pass on ``n >= 1`` tokens is no cheaper than one on 1
+    token, ``v(n) >= 1``, and drafting costs ``c >= 0``), so a real speed-up is at most
+    ``tokens_per_call``. One above it was made by the clock: the plain reference run was
+    slowed (or the speculative one favoured) by the machine. NaN is never above.
+
+    >>> above_call_bound(1.895, 1.674), above_call_bound(1.35, 1.8)
+    (True, False)
+    """
+    return bool(
+        math.isfinite(speedup)
+        and math.isfinite(tokens_per_call)
+        and speedup > tokens_per_call + tol
+    )
+
+
+def call_bound_note(speedup: float, tokens_per_call: float) -> str:
+    """``""`` for a possible speed-up; for one above its tokens per call
+    (:func:`above_call_bound`) a parenthesis saying it is timing noise, to print after it.
+
+    >>> call_bound_note(1.895, 1.674)[:51]
+    ' (above its 1.67 tokens per target call: impossible'
+    """
+    if not above_call_bound(speedup, tokens_per_call):
+        return ""
+    return (
+        f" (above its {tokens_per_call:.2f} tokens per target call: impossible for a real "
+        "speed-up, since a speculative call costs at least one plain decode step -- timing noise, "
+        "not a gain)"
+    )
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Theory next to the clock for one speculative configuration."""
@@ -354,6 +391,12 @@ class Prediction:
     empty_steps: int = 0  # steps that drafted nothing (n-gram lookup found no match)
 
     @property
+    def above_call_bound(self) -> bool:
+        """The measured speed-up exceeds the measured tokens per call: timing noise
+        (:func:`above_call_bound`)."""
+        return above_call_bound(self.speedup_measured, self.tokens_per_call_measured)
+
+    @property
     def fraction_of_predicted(self) -> float:
         """measured / Leviathan prediction (the issue's >= 90% target)."""
         return self.speedup_measured / self.speedup_leviathan
@@ -370,7 +413,8 @@ class Prediction:
             f"speedup: Leviathan {self.speedup_leviathan:.2f}x -> per-position "
             f"{self.speedup_positional:.2f}x -> with verify cost "
             f"{self.speedup_with_verify_cost:.2f}x -> measured {self.speedup_measured:.2f}x "
-            f"({self.fraction_of_predicted:.0%} of Leviathan)",
+            f"({self.fraction_of_predicted:.0%} of Leviathan)"
+            + call_bound_note(self.speedup_measured, self.tokens_per_call_measured),
             f"time outside model calls (Python, sampling, cache crops): "
             f"{self.overhead_fraction:.1%} of the speculative run",
         ]

@@ -227,3 +227,41 @@ def test_verify_cost_prediction_reproduces_the_review(steps, empty, tokens, old,
     pred = th.predicted_vs_measured(run, _plain_run(tokens), c=0.001366, verify_cost=vc)
     assert round(pred.speedup_with_verify_cost, 2) == new
     assert round((tokens / steps) / (6 * 0.001366 + 1.475), 2) == old
+
+
+def test_verify_cost_predictions_use_a_non_decreasing_fit():
+    """Wrong number 3 of the issue-27 review: 08's cost model timed v(2) = 1.53 above
+    v(3) = 1.34, and the replay charged gamma 1 at it. A call fed more tokens cannot cost less:
+    the predictions read the least-squares non-decreasing fit, the raw values stay visible."""
+    vc = th.VerifyCost((1, 2, 3, 4), (1.0, 1.53, 1.34, 1.48), 64)
+    assert vc.fitted == (1.0, 1.435, 1.435, 1.48)
+    assert vc.ratio(2) == pytest.approx(1.435) and vc.ratio(3) == pytest.approx(1.435)
+    assert vc.measured_ratio(2) == pytest.approx(1.53)  # the measurement itself is kept
+    assert [vc.ratio(n) for n in range(1, 9)] == sorted(vc.ratio(n) for n in range(1, 9))
+    # the replay of gamma 1 is charged the fitted v(2): 3 tokens in 2 calls of 1 draft + v(2)
+    rec = TokenRecord((1.0, 0.0, 1.0, 0.0), (math.nan,) * 4)
+    res = replay(ConstantGamma(1), rec, ReplayCost(draft_step=0.0, verify=vc))
+    assert res.time == pytest.approx(2 * 1.435)
+    # a decrease at the first point pools it too: v(n) >= v(1) = 1 everywhere
+    low = th.VerifyCost((1, 2, 3), (1.2, 1.0, 1.4), 64)
+    assert low.fitted == (1.1, 1.1, 1.4) and min(low.ratio(n) for n in (1, 2, 3)) == 1.0
+
+
+def test_verify_cost_of_a_monotone_measurement_is_unchanged():
+    """Negative case: measurements that never decrease are used as they are."""
+    vc = th.VerifyCost((1, 2, 3, 4), (1.0, 1.1, 1.3, 1.4), 16)
+    assert vc.fitted == vc.seconds
+    assert vc.ratio(3) == pytest.approx(1.3) and vc.time(6) == pytest.approx(1.4 + 0.4 / 3 * 2)
+
+
+def test_verify_cost_figure_shows_the_measurement_and_the_fit():
+    from specviz.views import verify_cost_figure
+
+    noisy = th.VerifyCost((1, 2, 3), (1.0, 1.53, 1.34), 64)
+    fig = verify_cost_figure({"packed": noisy})
+    measured = next(t for t in fig.data if t.name == "measured v(n), packed")
+    assert list(measured.y) == pytest.approx([1.0, 1.53, 1.34])
+    fit = next(t for t in fig.data if t.name.startswith("non-decreasing fit"))
+    assert list(fit.y) == pytest.approx([1.0, 1.435, 1.435])
+    clean = verify_cost_figure({"packed": th.VerifyCost((1, 2), (1.0, 1.2), 64)})
+    assert not any(t.name.startswith("non-decreasing fit") for t in clean.data)

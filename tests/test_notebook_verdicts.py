@@ -256,7 +256,7 @@ def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     assert len(load_items) == 1
     assert load_items[0].action == (
         "throughput-first: speculate at every tested load (up to 2 concurrent clients); "
-        "latency-first: keep speculation off (it lost at every tested load)"
+        "latency-first: keep speculation off (it lost at every tested load, and gained on none)"
     )
     v = checklist.claim12_verdict(adv)
     assert v.status == "not supported" and "no boundary inside the tested range" in v.reason
@@ -266,6 +266,34 @@ def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     assert noisy[-2].action.startswith(
         "throughput-first: speculate at 2 concurrent clients; no difference beyond the noise at 1"
     )
+
+
+def test_a_latency_family_that_gains_somewhere_is_not_reported_lost():
+    """Issue-27 review of 10: "latency-first: keep speculation off (it lost at every tested
+    load)" beside completion_p50 1.28x at 1 client -- TTFT 0.889x (beyond the 11% floor)
+    turned the whole family "off". A level where one latency gains and another loses beyond
+    the floor is a trade-off; "off" needs a loss and no gain."""
+    from specviz.load import load_decisions
+
+    xs = [
+        find_crossover([1, 4, 16], [0.889, 0.95, 0.97], metric="ttft_p50", scenario="concurrency"),
+        find_crossover(
+            [1, 4, 16], [1.28, 1.02, 0.8], metric="completion_p50", scenario="concurrency"
+        ),  # fmt: skip
+    ]
+    (lat,) = load_decisions(xs, noise=0.11)
+    assert lat.calls == ("trade-off", "tie", "off") and lat.status == "mixed"
+    assert "it lost at every tested load" not in lat.action()
+    assert lat.action() == "no clear boundary (trade-off at 1, tie at 4, off at 16)"
+    only = load_decisions([find_crossover([1, 4], [1.28, 1.3], metric="completion_p50"),
+                           find_crossover([1, 4], [0.8, 0.7], metric="ttft_p50")])  # fmt: skip
+    assert only[0].status == "trade-off" and only[0].action() == (
+        "a trade-off at every tested load: speculation gained on completion_p50 and lost on "
+        "ttft_p50 -- choose by the latency that matters"
+    )
+    # negative case: losses and no gain are still "off"
+    off = load_decisions([find_crossover([1, 4], [0.8, 0.7], metric="ttft_p50")])[0]
+    assert off.status == "off" and "it lost at every tested load" in off.action()
 
 
 def test_category_decisions_need_an_interval_and_claim12_can_be_undecided():

@@ -534,3 +534,28 @@ def test_compare_with_plain_interleaves_and_sees_a_changed_text(monkeypatch):
     assert table.loc["ok", "tokens per target call"] > 1.0
     with pytest.raises(ValueError, match="baseline's name"):
         experiments.compare_with_plain(target, [[0]], {"plain": (made("x"), 2)}, max_new_tokens=2)
+
+
+def test_two_prompts_give_a_range_not_a_95_percent_interval():
+    """Issue-27 review: "95% CI 1.29x to 1.64x over 2 prompts" (11) and "95% CI 0.86x-0.86x"
+    (09): a percentile bootstrap over 2 units is their range, nowhere near 95% coverage. The
+    same numbers are printed as a range; 3 prompts still get their 95% interval."""
+    from specviz.lab.verdicts import alone_sentence, claim1_lines, interval_label
+
+    two = ratio_verdict({"t": [10, 12], "c": [4, 5]}, {"t": [10, 12], "c": [8, 9]},
+                        claim="Claim 2", statistic="tokens per call")  # fmt: skip
+    s = two.sentence()
+    assert "95% CI" not in s and "over 2 prompts, too few for a 95% interval" in s
+    assert s.startswith("Claim 2: tokens per call 1.89x (range 1.80x to 2.00x ")
+    three = ratio_verdict({"t": [10, 12, 9], "c": [4, 5, 4]}, {"t": [10, 12, 9], "c": [8, 9, 8]},
+                          claim="Claim 2", statistic="tokens per call")  # fmt: skip
+    assert "(95% CI " in three.sentence() and "over 3 prompts)" in three.sentence()
+    per = {"tokens": [10, 12], "calls": [4, 5], "seconds": [1.0, 1.1]}
+    plain = {"tokens": [10, 12], "calls": [10, 12], "seconds": [1.2, 1.5]}
+    assert all("95% CI" not in line for line in claim1_lines(plain, per, "tree"))
+    rows = pd.DataFrame(
+        [dict(mode=m, tokens=10, seconds=t, accepted=3, drafted=6, target_calls=c)
+         for m, t, c in (("plain", 1.0, 10), ("speculative", 0.9, 5)) for _ in range(2)]
+    )  # fmt: skip
+    assert "95% CI" not in alone_sentence(rows, "split 'heldout'")
+    assert interval_label(0.86, 0.86, 2).startswith("range 0.86x-0.86x over 2 prompts")

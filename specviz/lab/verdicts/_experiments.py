@@ -47,12 +47,37 @@ __all__ = [
     "claim11_costs",
     "grid_speedup",
     "accepted_length_intervals",
+    "MIN_UNITS_FOR_CI",
+    "interval_label",
 ]
 
 SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell"
 
 
 # -- a ratio between two arms, with an interval over prompts ----------------------------------
+
+#: Fewest prompts whose bootstrap interval is printed as a 95% interval. Over 2 prompts a
+#: percentile bootstrap returns little more than the two values' range (4 equally likely
+#: resamples), whose coverage is nowhere near 95% (09 printed "95% CI 0.86x-0.86x").
+MIN_UNITS_FOR_CI = 3
+
+
+def interval_label(
+    lo: float, hi: float, units: int, *, level: float = 0.95, sep: str = "-", over: bool = True
+) -> str:
+    """How an interval over ``units`` prompts is printed: ``"95% CI 1.29x-1.64x over 3
+    prompts"``, or with fewer than :data:`MIN_UNITS_FOR_CI` prompts ``"range 1.29x-1.64x over 2
+    prompts, too few for a 95% interval"`` -- the same numbers, named by what they are.
+
+    >>> interval_label(1.29, 1.64, 3)
+    '95% CI 1.29x-1.64x over 3 prompts'
+    >>> interval_label(1.29, 1.64, 2)
+    'range 1.29x-1.64x over 2 prompts, too few for a 95% interval'
+    """
+    where = f" over {units} prompts" if over else ""
+    if units < MIN_UNITS_FOR_CI:
+        return f"range {lo:.2f}x{sep}{hi:.2f}x over {units} prompts, too few for a {level:.0%} interval"
+    return f"{level:.0%} CI {lo:.2f}x{sep}{hi:.2f}x{where}"
 
 
 @dataclass(frozen=True)
@@ -75,7 +100,7 @@ class RatioVerdict:
     def sentence(self) -> str:
         lo, hi = self.ci
         ci = (
-            f" ({self.level:.0%} CI {lo:.2f}x to {hi:.2f}x over {self.units} prompts)"
+            f" ({interval_label(lo, hi, self.units, level=self.level, sep=' to ')})"
             if math.isfinite(lo)
             else f" ({self.units} prompt(s): an interval needs at least 2)"
         )
@@ -191,7 +216,9 @@ def claim1_lines(
                            claim="", statistic="", seed=seed)  # fmt: skip
 
     def ci(v: RatioVerdict) -> str:
-        return f" (95% CI {v.ci[0]:.2f}x-{v.ci[1]:.2f}x)" if math.isfinite(v.ci[0]) else ""
+        if not math.isfinite(v.ci[0]):
+            return ""
+        return f" ({interval_label(v.ci[0], v.ci[1], v.units, over=False)})"
 
     if fewer.verdict == SUPPORTS and dearer.verdict == SUPPORTS:
         tail = "supports claim 1 at this size: fewer serial calls, each one dearer"
@@ -573,7 +600,7 @@ def alone_sentence(rows: Any, label: str, *, seed: int = 0) -> str:
     )
     acc = spec.accepted.sum() / max(1, spec.drafted.sum())
     lo, hi = v.ci
-    ci = f" (95% CI {lo:.2f}x-{hi:.2f}x)" if math.isfinite(lo) else ""
+    ci = f" ({interval_label(lo, hi, v.units, over=False)})" if math.isfinite(lo) else ""
     return (
         f"{label}: {len(spec)} prompts served alone: acceptance {acc:.2f}, "
         f"{spec.tokens.sum() / max(1, spec.target_calls.sum()):.2f} tokens per target call, "

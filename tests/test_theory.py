@@ -265,3 +265,8 @@ def test_verify_cost_figure_shows_the_measurement_and_the_fit():
     assert list(fit.y) == pytest.approx([1.0, 1.435, 1.435])
     clean = verify_cost_figure({"packed": th.VerifyCost((1, 2), (1.0, 1.2), 64)})
     assert not any(t.name.startswith("non-decreasing fit") for t in clean.data)
+    # every trace in a palette colour (the notebooks' figure check), markers-only ones too
+    from tests.test_notebooks import _has_colour
+
+    for f in (fig, clean):
+        assert all(_has_colour(t.to_plotly_json()) for t in f.data)

@@ -38,7 +38,7 @@ def verify_cost_figure(
             go.Scatter(x=xs, y=raw, name=f"measured v(n), {label}",
                        mode="lines+markers+text" if monotone else "markers+text",
                        text=[f"{y:.2f}" for y in raw], textposition="top center",
-                       line=dict(color=cols[label])),
+                       line=dict(color=cols[label]), marker=dict(color=cols[label])),
         )  # fmt: skip
         if not monotone:
             fig.add_trace(

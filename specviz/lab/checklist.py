@@ -320,7 +320,7 @@ def _category_call(best: Any, min_speedup: float) -> str:
     from .verdicts import interval_label
 
     n = int(best.prompts) if "prompts" in best.index else 3
-    return f"{interval_label(low, high, n)} contains {min_speedup:.2f}x"
+    return f"{interval_label(low, high, n)}: it contains {min_speedup:.2f}x"
 
 
 def _load_advice(crossovers: Sequence[Any], noise: float) -> Advice:

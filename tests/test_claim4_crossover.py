@@ -163,6 +163,37 @@ def test_claim5_prints_the_floor_of_each_deciding_metric():
     assert claim5_verdict(Sweep(), m).status == "not supported"
 
 
+class _Claim5Sweep:
+    """Speed-ups per metric at one level (> 1: speculation better), every floor 20%."""
+
+    scenario = "closed"
+
+    def __init__(self, itl_p99):
+        self.values = {"throughput_tok_s": 1.68, "ttft_p50": 1.05, "tpot_p50": 1.3,
+                       "completion_p90": 1.4, "itl_p99": itl_p99}  # fmt: skip
+
+    def speedups(self, metric, engine=None):
+        import pandas as pd
+
+        return pd.DataFrame({"level": [1.0], "speedup": [self.values[metric]]})
+
+    def noise_floor(self, metric):
+        return 0.20
+
+
+def test_claim5_judges_the_tail_inter_token_gap_by_default():
+    """Issue-27 review: 09 printed "inter-token gap p99 109 vs 69 ms" (0.63x) beside "Claim 5
+    verdict: not supported -- no level where the metrics (throughput_tok_s, ttft_p50, tpot_p50,
+    completion_p90) disagreed": the steady inter-token latency the claim names was not judged.
+    """
+    v = claim5_verdict(_Claim5Sweep(itl_p99=0.63))
+    assert v.status == "supported" and "loses on itl_p99" in v.reason
+    old = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p90")
+    assert claim5_verdict(_Claim5Sweep(itl_p99=0.63), old).status == "not supported"
+    # negative case: a p99 gap within the floor decides nothing
+    assert claim5_verdict(_Claim5Sweep(itl_p99=0.9)).status == "not supported"
+
+
 def test_claim5_not_supported_when_every_metric_agrees():
     better = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.005, name="s",
                           speculative=True)  # fmt: skip

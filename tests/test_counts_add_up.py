@@ -289,6 +289,41 @@ def test_claim_3_verdicts():
     assert noisy.verdict == "cannot tell"
 
 
+def test_claim_3_flags_a_speed_up_above_its_tokens_per_call():
+    """Wrong number 4 of the issue-27 review (08's demo): "extraction gamma 1 ... tokens per
+    call 1.674 ... measured 1.895", printed as "best gamma 1 (1.89x)". A call costs at least a
+    plain decode step, so that is timing noise: the line says so and claim 3 leaves the
+    category out of its comparison."""
+    table = _table({"x": {1: 1.895, 6: 1.59}, "y": {1: 0.95, 6: 0.93}}, prompts=3)
+    calls = {("x", 1): 6, ("x", 6): 3, ("y", 1): 9, ("y", 6): 8}  # 10 tokens per prompt each
+    table["target_calls"] = [
+        calls[(c, g)] for c, g in zip(table.category, table.gamma, strict=True)
+    ]
+    bests = policy_lab.best_gammas(table, seed=0)
+    assert bests["x"].above_bound == {1: pytest.approx(10 / 6)}
+    assert bests["y"].above_bound == {}
+    assert "timing noise: gamma 1's 1.90x is above its 1.67 tokens per target call" in (
+        bests["x"].describe()
+    )
+    claim = policy_lab.best_gamma_claim(bests)
+    assert claim.verdict == "cannot tell"
+    assert "x left out: a speed-up above its tokens per target call, timing noise" in (
+        claim.sentence()
+    )
+    # negative case: the same table with a possible 1.5x at gamma 1 is not flagged
+    table.loc[(table.category == "x") & (table.gamma == 1), "seconds"] = 1.0 / 1.5
+    bests = policy_lab.best_gammas(table, seed=0)
+    assert bests["x"].above_bound == {} and "timing noise" not in bests["x"].describe()
+    assert "left out" not in policy_lab.best_gamma_claim(bests).sentence()
+
+
+def test_prediction_flags_a_measured_speed_up_above_its_tokens_per_call():
+    assert theory.above_call_bound(1.895, 1.674) and not theory.above_call_bound(1.35, 1.8)
+    assert not theory.above_call_bound(math.nan, 1.5)
+    assert "timing noise" in theory.call_bound_note(1.895, 1.674)
+    assert theory.call_bound_note(1.591, 3.273) == ""
+
+
 def test_a_count_not_given_is_not_drawn_as_zero():
     # the histogram-only call (no cut_short): no bar pretends there were 0 such steps
     fig = perf_views.rejection_positions_figure([3, 1], 2)

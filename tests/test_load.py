@@ -455,14 +455,16 @@ def test_checklist_advice_follows_the_thresholds():
                            consistency_verdict="inconsistent")  # fmt: skip
     # one load item, one decision per metric family (issue 27: "[OK] paid up to 2 clients"
     # next to "[WARN] keep speculation off" read as a contradiction); TTFT lost everywhere
-    # and TPOT won everywhere: the latency family is off, throughput has a boundary
+    # and TPOT won everywhere: the latency family is a trade-off (not "it lost"), throughput
+    # has a boundary
     load_item = adv[0]
     assert load_item.scope == "load" and [a.scope for a in adv].count("load") == 1
     assert load_item.action == (
         "throughput-first: speculate up to 4 concurrent clients, plain decoding from 16; "
-        "latency-first: keep speculation off (it lost at every tested load)"
+        "latency-first: a trade-off at every tested load: speculation gained on tpot_p50 and "
+        "lost on ttft_p50 -- choose by the latency that matters"
     )
-    assert [d.status for d in load_item.decisions] == ["boundary", "off"]
+    assert [d.status for d in load_item.decisions] == ["boundary", "trade-off"]
     assert [a.severity for a in adv[1:]] == ["stop", "stop", "stop"]
     assert (adv[-1].scope, adv[-1].action) == ("overall", "do not deploy")
     assert checklist.markdown_table(pd.DataFrame({"x": ["a|b"]})).endswith("| a\\|b |")
@@ -513,3 +515,36 @@ def test_each_batch_gets_its_own_seed_and_keeps_it():
     outs = {eng([p]).new_tokens[0] for p in ([0], [1], [2], [3], [4], [0, 1], [1, 0])}
     assert len(outs) > 1  # different prompts alone in a batch: different streams
     assert eng([[0, 1]]).new_tokens == eng([[0, 1]]).new_tokens  # same batch, same draws
+
+
+class _FirstCallCommitsFive:
+    """A speculative engine whose first call, right after a 0.1 s prefill, commits 5 tokens
+    of each row at once (a model draft drafts from the prompt: gamma 4, all accepted), and a
+    second call the sixth; each call takes 0.03 s."""
+
+    name, speculative = "spec", True
+
+    def __call__(self, prompts):
+        times = (0.13,) * 5 + (0.16,)
+        n = len(prompts)
+        return ServedBatch(((1,) * 6,) * n, (times,) * n, 0.16, 2, 8 * n, 8 * n, 2 * n,
+                           prefill_seconds=0.1)  # fmt: skip
+
+
+def test_decode_phase_counts_only_tokens_made_after_the_prefill():
+    """Wrong number 5 of the issue-27 review (09's what-if, 5.06x at gamma 4): the decoding
+    phase is everything after the measured prefill; tokens a first call committed together with
+    the first token are not credited to a window that starts after them."""
+    plain = fixed_engine(tokens=6, step_time=0.02, prefill_time=0.1, name="plain")
+    df = batch_sweep(None, None, PROMPTS, batch_sizes=[1, 2], max_new_tokens=6,
+                     engines=[plain, _FirstCallCommitsFive()], progress=False)  # fmt: skip
+    spec = df[df["mode"] == "speculative"].set_index("batch_size")
+    pl = df[df["mode"] == "plain"].set_index("batch_size")
+    # plain: 6 tokens in the 0.12 s after the prefill; speculative: 6 tokens in 0.06 s
+    assert pl.loc[1, "decode_tokens_per_s"] == pytest.approx(6 / 0.12)
+    assert spec.loc[1, "decode_tokens_per_s"] == pytest.approx(6 / 0.06)
+    assert spec.loc[2, "decode_speedup"] == pytest.approx(2.0)
+    # the bound: a call costs at least a decode step, so no more than the tokens per call
+    assert (spec["decode_speedup"] <= spec["tokens_per_target_call"]).all()
+    # the old count (5 tokens after the first over the 0.03 s after it) gave 3.33x > 3
+    assert spec.loc[2, "decode_speedup"] != pytest.approx((5 / 0.03) / (5 / 0.10))

@@ -177,6 +177,14 @@ class _Report:
         self.tv = pd.DataFrame([dict(position=0, estimate=0.35, low=0.19, high=0.43)])
 
 
+def _tv_numbers(note):
+    """(plug-in, corrected, low, high) as the note prints them."""
+    plug = float(note.split("plug-in estimate ")[1].split(",")[0])
+    corr = float(note.split("bootstrap bias-corrected estimate ")[1].split(" ")[0])
+    lo, hi = note.split("95% basic bootstrap interval [")[1].split("]")[0].split(", ")
+    return plug, corr, float(lo), float(hi)
+
+
 def test_first_token_tv_note_states_the_bias_of_a_small_sample():
     """Issue 27: 'TV estimate 0.350 [0.191, 0.433]' beside 'inconclusive' read as a bug. Two
     samples of one law at 60 each: the note says identical samplers show about as much."""
@@ -185,23 +193,42 @@ def test_first_token_tv_note_states_the_bias_of_a_small_sample():
     a, b = rng.multinomial(60, law), rng.multinomial(60, law)
     note = first_token_tv_note(_Report(a, b))
     est = 0.5 * np.abs(a / 60 - b / 60).sum()
-    null = float(note.split("two identical samplers would show ")[1].split(" ")[0])
+    null = float(note.split("two identical samplers show ")[1].split(" ")[0])
     assert null > 0.15 and abs(est - null) < 0.15  # the plug-in sits in its own null band
-    assert "bias-corrected estimate" in note and "no evidence of a difference" in note
-    assert "bias-corrected 95% bootstrap interval [0.190, 0.430]" in note
+    assert "The test's outcome decides" in note and "this plug-in is below that" in note
+    plug, corr, lo, hi = _tv_numbers(note)
+    assert plug == pytest.approx(est, abs=5e-4)
+    assert lo <= corr <= hi  # the corrected estimate lies in its own interval
 
 
-def test_first_token_tv_note_explains_a_plug_in_above_its_interval():
-    """10's committed report read "plug-in estimate 0.081 (95% bootstrap interval [0.013,
-    0.080])": an estimate outside its own interval, unexplained (the interval is the basic,
-    bias-corrected bootstrap). The note says why; an interval around it says nothing more."""
-    a, b = np.array([500, 300, 200]), np.array([420, 330, 250])  # plug-in TV 0.08
-    low = _Report(a, b)
-    low.tv = pd.DataFrame([dict(position=0, estimate=0.08, low=0.013, high=0.079)])
-    assert "below the plug-in because it is bias-corrected" in first_token_tv_note(low)
-    around = _Report(a, b)
-    around.tv = pd.DataFrame([dict(position=0, estimate=0.08, low=0.03, high=0.12)])
-    assert "below the plug-in" not in first_token_tv_note(around)
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ([500, 300, 200], [420, 330, 250]),  # plug-in 0.080, as 10's committed report
+        ([81, 90, 70, 79, 85, 95, 80, 76, 88, 82, 90, 84], [84] * 12),  # near-identical
+    ],
+)
+def test_first_token_tv_note_prints_each_estimate_inside_its_own_interval(a, b):
+    """Wrong numbers 6 and 7 of the issue-27 review: "plug-in estimate 0.081 (95% bootstrap
+    interval [0.013, 0.080]) ... bias-corrected estimate 0.000" put both estimates outside the
+    interval beside them, and called two different corrections "bias-corrected". Now the
+    interval belongs to the one estimate named with it, and each number is named by what it
+    is: the plug-in carries no interval, only the bootstrap bias-corrected estimate does."""
+    note = first_token_tv_note(_Report(np.array(a), np.array(b)))
+    plug, corr, lo, hi = _tv_numbers(note)
+    assert lo <= corr <= hi
+    assert note.count("bias-corrected") == 1  # one correction, one name
+    assert "plug-in estimate" in note and corr <= plug + 1e-9
+
+
+def test_first_token_tv_note_on_a_real_difference():
+    """Negative case: a first-token TV of 0.3 at 1,000 per arm: the plug-in is above the
+    identical samplers' 95% point and the corrected estimate's interval excludes 0."""
+    a, b = np.array([650, 200, 150]), np.array([350, 350, 300])
+    note = first_token_tv_note(_Report(a, b))
+    plug, corr, lo, hi = _tv_numbers(note)
+    assert plug == pytest.approx(0.3) and "this plug-in is above that" in note
+    assert 0.2 < lo <= corr <= hi < 0.4
 
 
 def test_next_gamma_needs_enough_drafted_tokens():
@@ -229,7 +256,7 @@ def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     assert len(load_items) == 1
     assert load_items[0].action == (
         "throughput-first: speculate at every tested load (up to 2 concurrent clients); "
-        "latency-first: keep speculation off (it lost at every tested load)"
+        "latency-first: keep speculation off (it lost at every tested load, and gained on none)"
     )
     v = checklist.claim12_verdict(adv)
     assert v.status == "not supported" and "no boundary inside the tested range" in v.reason
@@ -239,6 +266,34 @@ def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     assert noisy[-2].action.startswith(
         "throughput-first: speculate at 2 concurrent clients; no difference beyond the noise at 1"
     )
+
+
+def test_a_latency_family_that_gains_somewhere_is_not_reported_lost():
+    """Issue-27 review of 10: "latency-first: keep speculation off (it lost at every tested
+    load)" beside completion_p50 1.28x at 1 client -- TTFT 0.889x (beyond the 11% floor)
+    turned the whole family "off". A level where one latency gains and another loses beyond
+    the floor is a trade-off; "off" needs a loss and no gain."""
+    from specviz.load import load_decisions
+
+    xs = [
+        find_crossover([1, 4, 16], [0.889, 0.95, 0.97], metric="ttft_p50", scenario="concurrency"),
+        find_crossover(
+            [1, 4, 16], [1.28, 1.02, 0.8], metric="completion_p50", scenario="concurrency"
+        ),  # fmt: skip
+    ]
+    (lat,) = load_decisions(xs, noise=0.11)
+    assert lat.calls == ("trade-off", "tie", "off") and lat.status == "mixed"
+    assert "it lost at every tested load" not in lat.action()
+    assert lat.action() == "no clear boundary (trade-off at 1, tie at 4, off at 16)"
+    only = load_decisions([find_crossover([1, 4], [1.28, 1.3], metric="completion_p50"),
+                           find_crossover([1, 4], [0.8, 0.7], metric="ttft_p50")])  # fmt: skip
+    assert only[0].status == "trade-off" and only[0].action() == (
+        "a trade-off at every tested load: speculation gained on completion_p50 and lost on "
+        "ttft_p50 -- choose by the latency that matters"
+    )
+    # negative case: losses and no gain are still "off"
+    off = load_decisions([find_crossover([1, 4], [0.8, 0.7], metric="ttft_p50")])[0]
+    assert off.status == "off" and "it lost at every tested load" in off.action()
 
 
 def test_category_decisions_need_an_interval_and_claim12_can_be_undecided():
@@ -335,8 +390,39 @@ def test_claim11_costs_need_separated_intervals():
     close = pd.DataFrame(cells("a", [10, 30, 20], [5, 6, 5]) + cells("b", [12, 28, 22], [5, 6, 5]))
     assert "cannot tell" in claim11_costs(close, gamma=3, mode="greedy")[-1]
     never = pd.DataFrame(cells("a", [1, 1, 1], [5, 6, 5]) + cells("b", [9, 9, 9], [0, 0, 0]))
-    assert "a is the cheapest per accepted token and b the dearest" in claim11_costs(
+    assert "a is the cheapest per accepted token, and b the dearest" in claim11_costs(
         never, gamma=3, mode="greedy")[-1]  # fmt: skip
+
+
+def test_claim11_names_the_cheapest_only_when_it_is_apart():
+    """Issue-27 review of 07: "suffix is the cheapest per accepted token and early_exit:4 the
+    dearest, intervals apart" while suffix (1.02 ms, 95% CI 0.28-3.48) and prompt lookup
+    (1.21 ms, 0.49-5.48) overlap almost entirely: only "both below early exit" was shown."""
+    from specviz.lab.verdicts import claim11_costs
+
+    def cells(name, ms, acc):
+        return [dict(drafter=name, gamma=3, mode="greedy", prompt_id=f"p{i}",
+                     draft_time=ms[i] / 1e3, accepted=acc[i]) for i in range(len(ms))]  # fmt: skip
+
+    grid = pd.DataFrame(
+        cells("suffix", [1, 4, 2], [5, 4, 6])
+        + cells("lookup", [2, 4, 1], [5, 4, 6])
+        + cells("early_exit", [400, 500, 450], [5, 4, 6])
+    )
+    last = claim11_costs(grid, gamma=3, mode="greedy")[-1]
+    assert "suffix is the cheapest" not in last and "lookup is the cheapest" not in last
+    assert "are the cheapest per accepted token, not told apart from each other" in last
+    assert "early_exit the dearest" in last and last.count("supports claim 11") == 1
+    # negative case: a cheapest drafter apart from every other is still named alone
+    apart = pd.DataFrame(
+        cells("suffix", [1, 1, 1], [5, 4, 6])
+        + cells("lookup", [40, 50, 45], [5, 4, 6])
+        + cells("early_exit", [400, 500, 450], [5, 4, 6])
+    )
+    assert (
+        "suffix is the cheapest per accepted token, and early_exit the dearest"
+        in (claim11_costs(apart, gamma=3, mode="greedy")[-1])
+    )
 
 
 def test_grid_speedup_needs_an_interval_over_prompts():
@@ -448,3 +534,28 @@ def test_compare_with_plain_interleaves_and_sees_a_changed_text(monkeypatch):
     assert table.loc["ok", "tokens per target call"] > 1.0
     with pytest.raises(ValueError, match="baseline's name"):
         experiments.compare_with_plain(target, [[0]], {"plain": (made("x"), 2)}, max_new_tokens=2)
+
+
+def test_two_prompts_give_a_range_not_a_95_percent_interval():
+    """Issue-27 review: "95% CI 1.29x to 1.64x over 2 prompts" (11) and "95% CI 0.86x-0.86x"
+    (09): a percentile bootstrap over 2 units is their range, nowhere near 95% coverage. The
+    same numbers are printed as a range; 3 prompts still get their 95% interval."""
+    from specviz.lab.verdicts import alone_sentence, claim1_lines, interval_label
+
+    two = ratio_verdict({"t": [10, 12], "c": [4, 5]}, {"t": [10, 12], "c": [8, 9]},
+                        claim="Claim 2", statistic="tokens per call")  # fmt: skip
+    s = two.sentence()
+    assert "95% CI" not in s and "over 2 prompts, too few for a 95% interval" in s
+    assert s.startswith("Claim 2: tokens per call 1.89x (range 1.80x to 2.00x ")
+    three = ratio_verdict({"t": [10, 12, 9], "c": [4, 5, 4]}, {"t": [10, 12, 9], "c": [8, 9, 8]},
+                          claim="Claim 2", statistic="tokens per call")  # fmt: skip
+    assert "(95% CI " in three.sentence() and "over 3 prompts)" in three.sentence()
+    per = {"tokens": [10, 12], "calls": [4, 5], "seconds": [1.0, 1.1]}
+    plain = {"tokens": [10, 12], "calls": [10, 12], "seconds": [1.2, 1.5]}
+    assert all("95% CI" not in line for line in claim1_lines(plain, per, "tree"))
+    rows = pd.DataFrame(
+        [dict(mode=m, tokens=10, seconds=t, accepted=3, drafted=6, target_calls=c)
+         for m, t, c in (("plain", 1.0, 10), ("speculative", 0.9, 5)) for _ in range(2)]
+    )  # fmt: skip
+    assert "95% CI" not in alone_sentence(rows, "split 'heldout'")
+    assert interval_label(0.86, 0.86, 2).startswith("range 0.86x-0.86x over 2 prompts")

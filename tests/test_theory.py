@@ -157,3 +157,116 @@ def test_measure_verify_cost_runs_on_any_runner():
     vc = th.measure_verify_cost(target, max_tokens=3, context=4, repeats=1)
     assert vc.tokens == (1, 2, 3) and all(t > 0 for t in vc.seconds)
     assert vc.ratio(1) == 1.0 and vc.time(10) >= vc.time(3)  # extrapolation never decreases
+
+
+def _lookup_run(steps, seconds_per_token=0.1):
+    """A traced speculative result of prompt-lookup-like steps: (drafted, accepted) pairs,
+    each step emitting its accepted drafts plus one target token (times are irrelevant to the
+    cost-model prediction)."""
+    from types import SimpleNamespace
+
+    from specviz.core.trace import Step, Trace
+
+    trace, pos = [], 0
+    for i, (d, a) in enumerate(steps):
+        kind = "corrected" if a < d else "bonus"
+        trace.append(Step(i, pos, d, a, tuple(range(a + 1)), kind, 0.001 * d, 0.1, 0.0))
+        pos += a + 1
+    return SimpleNamespace(
+        new_tokens=[0] * pos, trace=Trace(tuple(trace)), total_time=pos * seconds_per_token
+    )
+
+
+def _plain_run(n, seconds_per_token=0.1):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(new_tokens=[0] * n, trace=None, total_time=n * seconds_per_token)
+
+
+def test_verify_cost_prediction_charges_empty_steps_as_plain_decode_steps():
+    """Wrong number 2 of the issue-27 review: a step where prompt lookup drafted nothing is
+    one decode step (v(1) = 1), not a gamma + 1-token verify pass."""
+    vc = th.VerifyCost((1, 7), (1.0, 1.5), 16)  # v(7) = 1.5
+    # 2 empty steps, 2 steps that drafted 6 and kept 1: 6 tokens in 4 calls
+    run = _lookup_run([(0, 0), (6, 1), (0, 0), (6, 1)])
+    pred = th.predicted_vs_measured(run, _plain_run(6), c=0.01, verify_cost=vc)
+    assert pred.gamma == 6 and pred.empty_steps == 2
+    assert pred.call_cost == pytest.approx((2 * 1.0 + 2 * (6 * 0.01 + 1.5)) / 4)
+    assert pred.speedup_with_verify_cost == pytest.approx(6 / 5.12)  # 1.171875
+    # the old charge, every call a full pass: 1.5 / 1.56 = 0.96, below plain decoding
+    assert pred.speedup_with_verify_cost != pytest.approx(1.5 / (6 * 0.01 + 1.5))
+    assert "2 step(s) drafted nothing" in pred.explain()
+
+
+def test_verify_cost_prediction_unchanged_when_every_step_drafts_gamma():
+    """Negative case: with no empty or short step the per-step charge is the textbook
+    E / (gamma c + v(gamma + 1))."""
+    vc = th.VerifyCost((1, 4), (1.0, 1.3), 16)
+    run = _lookup_run([(3, 3), (3, 0), (3, 2)])
+    pred = th.predicted_vs_measured(run, _plain_run(8), c=0.05, verify_cost=vc)
+    assert pred.speedup_with_verify_cost == pytest.approx((8 / 3) / (3 * 0.05 + 1.3))
+
+
+@pytest.mark.parametrize(
+    ("steps", "empty", "tokens", "old", "new"),
+    [  # notebook 08's committed report, gamma 6: steps, empty steps, tokens (review-27)
+        (127, 74, 144, 0.76, 0.94),  # code, measured 0.96
+        (114, 55, 144, 0.85, 1.01),  # chat_writing, measured 1.01
+        (80, 29, 144, 1.21, 1.38),  # structured, measured 1.35
+    ],
+)
+def test_verify_cost_prediction_reproduces_the_review(steps, empty, tokens, old, new):
+    """The committed 08 report's step accounting at c = 0.001366 and v(7) = 1.475 gives the
+    review's corrected predictions; the old full-pass charge gives the printed ones."""
+    vc = th.VerifyCost((1, 7), (1.0, 1.475), 64)
+    full = steps - empty
+    kept = tokens - steps  # accepted drafts, spread over the drafting steps
+    drafting = [(6, kept // full + (i < kept % full)) for i in range(full)]
+    run = _lookup_run([(0, 0)] * empty + drafting)
+    assert len(run.new_tokens) == tokens
+    pred = th.predicted_vs_measured(run, _plain_run(tokens), c=0.001366, verify_cost=vc)
+    assert round(pred.speedup_with_verify_cost, 2) == new
+    assert round((tokens / steps) / (6 * 0.001366 + 1.475), 2) == old
+
+
+def test_verify_cost_predictions_use_a_non_decreasing_fit():
+    """Wrong number 3 of the issue-27 review: 08's cost model timed v(2) = 1.53 above
+    v(3) = 1.34, and the replay charged gamma 1 at it. A call fed more tokens cannot cost less:
+    the predictions read the least-squares non-decreasing fit, the raw values stay visible."""
+    vc = th.VerifyCost((1, 2, 3, 4), (1.0, 1.53, 1.34, 1.48), 64)
+    assert vc.fitted == (1.0, 1.435, 1.435, 1.48)
+    assert vc.ratio(2) == pytest.approx(1.435) and vc.ratio(3) == pytest.approx(1.435)
+    assert vc.measured_ratio(2) == pytest.approx(1.53)  # the measurement itself is kept
+    assert [vc.ratio(n) for n in range(1, 9)] == sorted(vc.ratio(n) for n in range(1, 9))
+    # the replay of gamma 1 is charged the fitted v(2): 3 tokens in 2 calls of 1 draft + v(2)
+    rec = TokenRecord((1.0, 0.0, 1.0, 0.0), (math.nan,) * 4)
+    res = replay(ConstantGamma(1), rec, ReplayCost(draft_step=0.0, verify=vc))
+    assert res.time == pytest.approx(2 * 1.435)
+    # a decrease at the first point pools it too: v(n) >= v(1) = 1 everywhere
+    low = th.VerifyCost((1, 2, 3), (1.2, 1.0, 1.4), 64)
+    assert low.fitted == (1.1, 1.1, 1.4) and min(low.ratio(n) for n in (1, 2, 3)) == 1.0
+
+
+def test_verify_cost_of_a_monotone_measurement_is_unchanged():
+    """Negative case: measurements that never decrease are used as they are."""
+    vc = th.VerifyCost((1, 2, 3, 4), (1.0, 1.1, 1.3, 1.4), 16)
+    assert vc.fitted == vc.seconds
+    assert vc.ratio(3) == pytest.approx(1.3) and vc.time(6) == pytest.approx(1.4 + 0.4 / 3 * 2)
+
+
+def test_verify_cost_figure_shows_the_measurement_and_the_fit():
+    from specviz.views import verify_cost_figure
+
+    noisy = th.VerifyCost((1, 2, 3), (1.0, 1.53, 1.34), 64)
+    fig = verify_cost_figure({"packed": noisy})
+    measured = next(t for t in fig.data if t.name == "measured v(n), packed")
+    assert list(measured.y) == pytest.approx([1.0, 1.53, 1.34])
+    fit = next(t for t in fig.data if t.name.startswith("non-decreasing fit"))
+    assert list(fit.y) == pytest.approx([1.0, 1.435, 1.435])
+    clean = verify_cost_figure({"packed": th.VerifyCost((1, 2), (1.0, 1.2), 64)})
+    assert not any(t.name.startswith("non-decreasing fit") for t in clean.data)
+    # every trace in a palette colour (the notebooks' figure check), markers-only ones too
+    from tests.test_notebooks import _has_colour
+
+    for f in (fig, clean):
+        assert all(_has_colour(t.to_plotly_json()) for t in f.data)

@@ -317,7 +317,10 @@ def _category_call(best: Any, min_speedup: float) -> str:
         return "on"
     if high < min_speedup:
         return "off"
-    return f"95% CI {low:.2f}x-{high:.2f}x over prompts contains {min_speedup:.2f}x"
+    from .verdicts import interval_label
+
+    n = int(best.prompts) if "prompts" in best.index else 3
+    return f"{interval_label(low, high, n)}: it contains {min_speedup:.2f}x"
 
 
 def _load_advice(crossovers: Sequence[Any], noise: float) -> Advice:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from ..drafting.policies import GammaPolicy, _count, as_policy
-from ..perf.theory import VerifyCost
+from ..perf.theory import VerifyCost, above_call_bound
 
 __all__ = [
     "TokenRecord",
@@ -364,7 +364,7 @@ def prompt_gamma_table(
     runs: Mapping[tuple[str, int], Any], plain: Mapping[str, Any], categories: Mapping[str, str]
 ) -> Any:
     """One row per (prompt, gamma) of ``runs`` ((prompt id, gamma) -> GenerationResult) with its
-    category, tokens and seconds next to the prompt's plain run -- the input of
+    category, tokens, target calls and seconds next to the prompt's plain run -- the input of
     :func:`best_gammas`."""
     import pandas as pd
 
@@ -374,6 +374,7 @@ def prompt_gamma_table(
             prompt=pid,
             gamma=int(g),
             tokens=len(r.new_tokens),
+            target_calls=int(r.target_calls),
             seconds=float(r.total_time),
             plain_tokens=len(plain[pid].new_tokens),
             plain_seconds=float(plain[pid].total_time),
@@ -422,6 +423,7 @@ def modelled_gamma_table(
                 prompt=pid,
                 gamma=int(g),
                 tokens=len(r.new_tokens),
+                target_calls=len(r.trace.steps),
                 seconds=float(cost),
                 plain_tokens=len(plain[pid].new_tokens),
                 plain_seconds=float(len(plain[pid].new_tokens)),
@@ -435,7 +437,12 @@ class BestGamma:
     """The best measured gamma of one category (0 = plain decoding), its speedup, every
     candidate's speedup, and -- with at least 2 prompts -- the gammas that were best in a
     bootstrap over the prompts, smallest set holding ``level`` of the resamples (``likely``;
-    ``None`` with fewer prompts)."""
+    ``None`` with fewer prompts).
+
+    ``above_bound`` maps each gamma whose pooled speed-up exceeds its pooled tokens per target
+    call to those tokens per call: impossible for a real speed-up (a speculative call costs
+    at least one plain decode step, :func:`specviz.perf.theory.above_call_bound`), so timing
+    noise -- :meth:`describe` says so and :func:`best_gamma_claim` leaves the category out."""
 
     category: str
     gamma: int
@@ -444,6 +451,7 @@ class BestGamma:
     prompts: int
     likely: tuple[int, ...] | None
     level: float = 0.95
+    above_bound: dict[int, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -453,6 +461,11 @@ class BestGamma:
         s = f"best {self.label} ({self.speedup:.2f}x)"
         if self.likely is not None:
             s += f", {self.level:.0%} bootstrap set {{{', '.join(map(str, self.likely))}}}"
+        for g, tpc in sorted(self.above_bound.items()):
+            s += (
+                f"; timing noise: gamma {g}'s {self.speedups[g]:.2f}x is above its {tpc:.2f} "
+                "tokens per target call, which no real speed-up exceeds"
+            )
         return s
 
 
@@ -485,7 +498,17 @@ def best_gammas(
                 if held >= level * n_boot:
                     break
             likely = tuple(sorted(chosen))
-        out[str(cat)] = BestGamma(str(cat), g, v, {0: 1.0} | sp, len(pids), likely, level)
+        above = {}
+        if "target_calls" in t:
+            calls = t.groupby("gamma")[["tokens", "target_calls"]].sum()
+            above = {
+                int(k): float(r.tokens / r.target_calls)
+                for k, r in calls.iterrows()
+                if r.target_calls and above_call_bound(sp[int(k)], r.tokens / r.target_calls)
+            }
+        out[str(cat)] = BestGamma(
+            str(cat), g, v, {0: 1.0} | sp, len(pids), likely, level, above_bound=above
+        )
     return out
 
 
@@ -520,6 +543,9 @@ class GammaClaim:
     * ``not supported``: every category's set is the same single gamma;
     * ``cannot tell``: the sets overlap, fewer than 2 prompts in a category (no interval), or
       fewer than 2 categories.
+
+    A category with a speed-up above its tokens per call (``BestGamma.above_bound``: timing
+    noise, no real speed-up) is left out of the comparison; the reason names it.
     """
 
     verdict: str
@@ -538,9 +564,20 @@ class GammaClaim:
 
 def best_gamma_claim(bests: Mapping[str, BestGamma]) -> GammaClaim:
     """The verdict of claim 3 from :func:`best_gammas` (see :class:`GammaClaim`)."""
+    shown = dict(bests)
+    noisy = [c for c, b in shown.items() if b.above_bound]
+    claim = _gamma_claim({c: b for c, b in shown.items() if c not in noisy})
+    if not noisy:
+        return claim
+    why = f"{', '.join(noisy)} left out: a speed-up above its tokens per target call, timing noise"
+    return GammaClaim(claim.verdict, f"{claim.reason}; {why}", shown)
+
+
+def _gamma_claim(bests: Mapping[str, BestGamma]) -> GammaClaim:
     bests = dict(bests)
     if len(bests) < 2:
-        return GammaClaim("cannot tell", "one category: nothing to compare", bests)
+        why = "one category: nothing to compare" if bests else "no category to compare"
+        return GammaClaim("cannot tell", why, bests)
     few = [c for c, b in bests.items() if b.likely is None]
     if few:
         n = min(b.prompts for b in bests.values())

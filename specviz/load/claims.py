@@ -180,7 +180,13 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
 
 def claim5_verdict(
     sweep: Any,
-    metrics: Sequence[str] = ("throughput_tok_s", "ttft_p50", "tpot_p50", "completion_p90"),
+    metrics: Sequence[str] = (
+        "throughput_tok_s",
+        "ttft_p50",
+        "tpot_p50",
+        "completion_p90",
+        "itl_p99",
+    ),
     *,
     engine: str | None = None,
     noise: float | None = None,
@@ -190,6 +196,11 @@ def claim5_verdict(
     disagree on which mode is better (e.g. throughput says speculation, TTFT says plain), so
     tokens/s alone would have decided wrongly for someone; *not supported* when every metric
     agreed at every level (tokens/s alone would have told the whole story here).
+
+    The default metrics include ``itl_p99``, the tail inter-token gap: the claim names
+    "steady inter-token latency" for chat, and speculation's bursts (a whole accepted draft at
+    once, then a long verify) show there first -- 09 printed a p99 gap 2.5x worse beside a
+    "not supported" verdict judged without it.
 
     A metric wins at a level with a speed-up of at least ``1 + n`` and loses below ``1 - n``,
     ``n`` its noise floor: ``noise``, or by default the sweep's own
@@ -415,8 +426,11 @@ class LoadDecision:
 
     ``calls[i]`` is the decision at ``levels[i]``: ``"on"`` when no metric of the family lost
     beyond the noise floor there and at least one gained beyond it, ``"off"`` when one lost
-    beyond it, ``"tie"`` when everything was within the noise. ``status``: ``"on"`` (on at
-    every level), ``"off"`` (off at every level), ``"boundary"`` (on at the low levels, off
+    beyond it and none gained, ``"trade-off"`` when one gained and another lost beyond it
+    (e.g. completion time 1.28x better, TTFT 0.89x: the operator picks the latency that
+    matters -- "it lost" would misstate the gain), ``"tie"`` when everything was within the
+    noise. ``status``: ``"on"`` (on at every level), ``"off"`` (off at every level),
+    ``"trade-off"`` (a trade-off at every level), ``"boundary"`` (on at the low levels, off
     from some level up: the article's enabling boundary), ``"cannot tell"`` (only ties) or
     ``"mixed"`` (anything else: off at low load and on above, or a noisy alternation)."""
 
@@ -437,6 +451,10 @@ class LoadDecision:
             return "on"
         if all(x == "off" for x in c):
             return "off"
+        if all(x == "trade-off" for x in c):
+            return "trade-off"
+        if "off" not in c or "trade-off" in c:
+            return "mixed"
         first_off = self.calls.index("off")
         if self.calls[0] == "on" and "on" not in self.calls[first_off:]:
             return "boundary"
@@ -465,7 +483,14 @@ class LoadDecision:
             return (f"speculate at {', '.join(f'{v:g}' for v in on)} {unit}; no difference "
                     f"beyond the noise at {', '.join(f'{v:g}' for v in ties)}")  # fmt: skip
         if st == "off":
-            return "keep speculation off (it lost at every tested load)"
+            return "keep speculation off (it lost at every tested load, and gained on none)"
+        if st == "trade-off":
+            gained = sorted({m for m, ss in self.speedups.items() if max(ss) >= 1 + self.noise})
+            lost = sorted({m for m, ss in self.speedups.items() if min(ss) < 1 - self.noise})
+            return (
+                f"a trade-off at every tested load: speculation gained on {', '.join(gained)} "
+                f"and lost on {', '.join(lost)} -- choose by the latency that matters"
+            )
         if st == "cannot tell":
             return "cannot tell (every speed-up within the noise floor)"
         return (
@@ -513,7 +538,10 @@ def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[Loa
         calls = []
         for i in range(len(levels)):
             vals = [x.speedups[i] for x in xs]
-            if any(v < 1.0 - noise for v in vals):
+            lost, gained = any(v < 1.0 - noise for v in vals), any(v >= 1.0 + noise for v in vals)
+            if lost and gained:
+                calls.append("trade-off")
+            elif lost:
                 calls.append("off")
             elif any(v >= 1.0 + noise for v in vals):
                 calls.append("on")

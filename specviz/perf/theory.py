@@ -26,6 +26,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,8 @@ __all__ = [
     "predicted_best_gammas",
     "Prediction",
     "predicted_vs_measured",
+    "above_call_bound",
+    "call_bound_note",
 ]
 
 
@@ -173,18 +176,56 @@ def _betas(a: float | Sequence[float], g: int) -> list[float]:
 # -- measuring costs ---------------------------------------------------------------------
 
 
+def _nondecreasing(ys: Sequence[float]) -> tuple[float, ...]:
+    """The least-squares non-decreasing fit of ``ys`` (pool adjacent violators, equal
+    weights): every run of points that decreases is replaced by its mean.
+
+    >>> _nondecreasing([1.0, 1.53, 1.34, 1.48])
+    (1.0, 1.435, 1.435, 1.48)
+    """
+    blocks: list[list[float]] = []  # [sum, count]
+    for y in ys:
+        blocks.append([float(y), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    return tuple(round(t / c, 12) for t, c in blocks for _ in range(int(c)))
+
+
 @dataclass(frozen=True)
 class VerifyCost:
-    """Seconds of one target call as a function of how many tokens it is fed."""
+    """Seconds of one target call as a function of how many tokens it is fed.
+
+    ``seconds`` are the measurements (the median of the repeats at each ``tokens``);
+    :meth:`time` and :meth:`ratio` -- what every prediction, replay and best gamma uses -- read
+    their **non-decreasing fit** (``fitted``: least squares under the constraint, i.e. pool
+    adjacent violators). A call fed more tokens does the work of a call fed fewer plus more
+    rows through the same weights, so its true cost cannot be lower; a measured decrease
+    (notebook 08 once timed ``v(2) = 1.53`` above ``v(3) = 1.34``) is timing noise, and a
+    replay charged at it ranked gamma 1 below what the live run measured. The fit pools the
+    violating points at their mean instead of raising them to the noisiest high one (a
+    cumulative maximum would bias the whole curve upward); :meth:`measured_ratio` keeps the raw
+    values for a figure.
+    """
 
     tokens: tuple[int, ...]  # fed tokens, ascending, starting at 1
-    seconds: tuple[float, ...]  # median time of one call
+    seconds: tuple[float, ...]  # median time of one call, as measured
     context: int  # context length the calls were measured at
 
+    @cached_property
+    def fitted(self) -> tuple[float, ...]:
+        """``seconds`` made non-decreasing in ``tokens`` (see the class docstring)."""
+        return _nondecreasing(self.seconds)
+
+    def measured_ratio(self, n: int) -> float:
+        """The raw measurement at a timed ``n``: seconds(n) / seconds(1), before the fit."""
+        return self.seconds[self.tokens.index(n)] / self.seconds[0]
+
     def time(self, n: int) -> float:
-        """Seconds for a call on ``n`` tokens (linear interpolation; extrapolation with the
-        mean slope, never decreasing)."""
-        xs, ys = self.tokens, self.seconds
+        """Seconds for a call on ``n`` tokens, from the non-decreasing fit (linear
+        interpolation; extrapolation with the mean slope, never decreasing)."""
+        xs, ys = self.tokens, self.fitted
         if len(xs) == 1 or n <= xs[0]:
             return ys[0]
         for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:], strict=False):
@@ -331,6 +372,41 @@ def predicted_best_gammas(
 # -- predicted vs measured ----------------------------------------------------------------
 
 
+def above_call_bound(speedup: float, tokens_per_call: float, *, tol: float = 1e-9) -> bool:
+    """Whether a measured speed-up over plain decoding exceeds its tokens per target call.
+
+    A speculative target call commits ``tokens_per_call`` tokens on average and costs at least
+    one plain decode step (a verify pass on ``n >= 1`` tokens is no cheaper than one on 1
+    token, ``v(n) >= 1``, and drafting costs ``c >= 0``), so a real speed-up is at most
+    ``tokens_per_call``. One above it was made by the clock: the plain reference run was
+    slowed (or the speculative one favoured) by the machine. NaN is never above.
+
+    >>> above_call_bound(1.895, 1.674), above_call_bound(1.35, 1.8)
+    (True, False)
+    """
+    return bool(
+        math.isfinite(speedup)
+        and math.isfinite(tokens_per_call)
+        and speedup > tokens_per_call + tol
+    )
+
+
+def call_bound_note(speedup: float, tokens_per_call: float) -> str:
+    """``""`` for a possible speed-up; for one above its tokens per call
+    (:func:`above_call_bound`) a parenthesis saying it is timing noise, to print after it.
+
+    >>> call_bound_note(1.895, 1.674)[:51]
+    ' (above its 1.67 tokens per target call: impossible'
+    """
+    if not above_call_bound(speedup, tokens_per_call):
+        return ""
+    return (
+        f" (above its {tokens_per_call:.2f} tokens per target call: impossible for a real "
+        "speed-up, since a speculative call costs at least one plain decode step -- timing noise, "
+        "not a gain)"
+    )
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Theory next to the clock for one speculative configuration."""
@@ -339,15 +415,25 @@ class Prediction:
     acceptance: float  # mean per-token acceptance (accepted / drafted)
     per_position: tuple[float, ...]  # measured beta_i
     c: float  # draft cost ratio used
-    verify_ratio: float  # v(gamma + 1): verify pass / decode step
+    verify_ratio: float  # v(gamma + 1): a full verify pass / decode step
     tokens_per_call_iid: float  # Leviathan, i.i.d. a
     tokens_per_call_positional: float  # from per-position acceptance
     tokens_per_call_measured: float
     speedup_leviathan: float  # E_iid / (g c + 1)
     speedup_positional: float  # E_pos / (g c + 1)
-    speedup_with_verify_cost: float  # E_measured / (g c + v)
+    speedup_with_verify_cost: float  # E_measured / mean over steps of (d c + v(d + 1))
     speedup_measured: float  # plain seconds per token / speculative seconds per token
     overhead_fraction: float  # share of speculative wall time outside draft and verify calls
+    # mean modelled cost of one target call in decode steps: d c + v(d + 1) for a step that
+    # drafted d tokens (a step that drafted nothing is a plain decode step, v(1) = 1)
+    call_cost: float = math.nan
+    empty_steps: int = 0  # steps that drafted nothing (n-gram lookup found no match)
+
+    @property
+    def above_call_bound(self) -> bool:
+        """The measured speed-up exceeds the measured tokens per call: timing noise
+        (:func:`above_call_bound`)."""
+        return above_call_bound(self.speedup_measured, self.tokens_per_call_measured)
 
     @property
     def fraction_of_predicted(self) -> float:
@@ -361,10 +447,13 @@ class Prediction:
             f"verify pass on {self.gamma + 1} tokens = {self.verify_ratio:.2f}x a decode step",
             f"tokens/call: i.i.d. formula {self.tokens_per_call_iid:.2f}, per-position "
             f"{self.tokens_per_call_positional:.2f}, measured {self.tokens_per_call_measured:.2f}",
+            f"a target call cost {self.call_cost:.2f} decode steps on average "
+            f"({self.empty_steps} step(s) drafted nothing and were charged as plain decode steps)",
             f"speedup: Leviathan {self.speedup_leviathan:.2f}x -> per-position "
             f"{self.speedup_positional:.2f}x -> with verify cost "
             f"{self.speedup_with_verify_cost:.2f}x -> measured {self.speedup_measured:.2f}x "
-            f"({self.fraction_of_predicted:.0%} of Leviathan)",
+            f"({self.fraction_of_predicted:.0%} of Leviathan)"
+            + call_bound_note(self.speedup_measured, self.tokens_per_call_measured),
             f"time outside model calls (Python, sampling, cache crops): "
             f"{self.overhead_fraction:.1%} of the speculative run",
         ]
@@ -384,6 +473,14 @@ def predicted_vs_measured(
     ``c`` defaults to the measured ratio (draft seconds per drafted token) / (plain seconds
     per token); ``verify_cost`` defaults to the ratio measured inside the run (mean verify
     time per call / plain seconds per token).
+
+    The "+ verify cost" prediction charges every step what it did: a step that drafted ``d``
+    tokens costs ``d c + v(d + 1)`` decode steps (``v`` from ``verify_cost``), so a step
+    where the drafter proposed nothing (an n-gram lookup without a match) is a plain decode
+    step, ``v(1) = 1``, and a draft cut short is verified at its length -- the same charge as
+    :func:`specviz.lab.policy_lab.modelled_gamma_table`. Charging every step a full
+    ``gamma + 1``-token pass would predict 0.76x where prompt lookup on code measured 0.96x
+    with 74 of 127 steps empty (notebook 08).
     """
     if isinstance(spec_result, (list, tuple)):
         spec_result = _pool(spec_result)
@@ -398,10 +495,16 @@ def predicted_vs_measured(
     plain_step = plain_result.total_time / max(1, len(plain_result.new_tokens))
     if c is None:
         c = (s.draft_time / s.drafted) / plain_step
+    steps = spec_result.trace.steps
+    mean_drafted = s.drafted / s.target_calls
     if verify_cost is not None:
         v = verify_cost.ratio(gamma + 1)
-    else:
-        v = (s.verify_time / s.target_calls) / plain_step
+        mean_verify = sum(verify_cost.ratio(st.drafted + 1) for st in steps) / len(steps)
+    else:  # measured inside the run: each call's own verify time, empty steps included
+        mean_verify = (s.verify_time / s.target_calls) / plain_step
+        full = [st.verify_time for st in steps if st.drafted == gamma]
+        v = (sum(full) / len(full)) / plain_step
+    call_cost = mean_drafted * c + mean_verify
     a = s.accepted / s.drafted
     betas = [b if not math.isnan(b) else 0.0 for b in s.per_position_acceptance]
     e_iid = expected_tokens_per_call(a, gamma)
@@ -420,9 +523,11 @@ def predicted_vs_measured(
         tokens_per_call_measured=e_meas,
         speedup_leviathan=e_iid / (gamma * c + 1.0),
         speedup_positional=e_pos / (gamma * c + 1.0),
-        speedup_with_verify_cost=e_meas / (gamma * c + v),
+        speedup_with_verify_cost=e_meas / call_cost,
         speedup_measured=plain_step / spec_step,
         overhead_fraction=max(0.0, overhead) / spec_result.total_time,
+        call_cost=call_cost,
+        empty_steps=sum(st.drafted == 0 for st in steps),
     )
 
 

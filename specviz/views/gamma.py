@@ -21,19 +21,30 @@ def verify_cost_figure(
     """``v(n)``, the time of one target call fed ``n`` tokens over one decode step, for each
     measured :class:`~specviz.perf.theory.VerifyCost` in ``curves`` (label -> cost, e.g.
     packed and stock kernels: one hue each), against the textbook ``v = 1`` (dashed black).
-    Every point is labelled with its value."""
+    Every measured point is labelled with its value; where the measurements decrease somewhere
+    (timing noise: a call fed more tokens cannot cost less), the non-decreasing fit that the
+    predictions use (:class:`~specviz.perf.theory.VerifyCost`) is drawn as a dotted line of the
+    same hue."""
     fig = go.Figure()
     cols = series(curves)
     ns: list[int] = []
     for label, vc in curves.items():
         xs = list(vc.tokens)
-        ys = [vc.ratio(n) for n in xs]
+        raw = [vc.measured_ratio(n) for n in xs]
+        fit = [vc.ratio(n) for n in xs]
         ns = sorted(set(ns) | set(xs))
+        monotone = all(abs(a - b) < 1e-9 for a, b in zip(raw, fit, strict=True))
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, name=f"measured v(n), {label}", mode="lines+markers+text",
-                       text=[f"{y:.2f}" for y in ys], textposition="top center",
-                       line=dict(color=cols[label])),
+            go.Scatter(x=xs, y=raw, name=f"measured v(n), {label}",
+                       mode="lines+markers+text" if monotone else "markers+text",
+                       text=[f"{y:.2f}" for y in raw], textposition="top center",
+                       line=dict(color=cols[label]), marker=dict(color=cols[label])),
         )  # fmt: skip
+        if not monotone:
+            fig.add_trace(
+                go.Scatter(x=xs, y=fit, name=f"non-decreasing fit used by the predictions, "
+                           f"{label}", mode="lines", line=dict(color=cols[label], dash="dot")),
+            )  # fmt: skip
     fig.add_trace(
         go.Scatter(x=ns, y=[1.0] * len(ns), name="textbook (free)", mode="lines",
                    line=dict(color=THEORY_COLOR, dash="dash")),

@@ -155,7 +155,8 @@ def measured_speedup_figure(
     """One panel per category of ``sweep`` (rows: ``category``, ``gamma``, ``measured``,
     ``predicted_leviathan``, ``predicted_with_verify``): the measured speedup (vermillion) with
     plain decoding at gamma 0 (black, 1 by definition), Leviathan's prediction (dotted) and
-    with the verify cost (dashed), one colour per meaning in every panel. ``best`` (category
+    with the verify cost (dashed; each step charged what it verified,
+    :func:`specviz.perf.theory.predicted_vs_measured`), one colour per meaning in every panel. ``best`` (category
     -> gamma, 0 for plain) rings the best measured gamma."""
     cats = list(dict.fromkeys(sweep["category"]))
     ncols = min(cols, len(cats))

@@ -181,20 +181,14 @@ AUDITS["smollm2-hf-ensemble"] = dict(
 # models' own laws before any sampling (a prompt whose first two tokens have few likely values
 # and where the truncated draft is accepted about 30% of the time at positions 1 and 2).
 # transformers' plain arm samples 16 requests per generate call (batch=16).
-AUDITS["smollm2-hf-draft-tv05"] = dict(
-    title="transformers: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
-    "for TV 0.05 at position 2",
-    a=f"transformers:{SMOL},threads=1,batch=16",
-    b=f"transformers:{SMOL},threads=1,draft={SMOL}@8",
-    plan=CHOICE.name,
-)
-AUDITS["smollm2-ort-draft-tv05"] = dict(
-    title="onnxruntime: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
-    "for TV 0.05 at position 2",
-    a=f"onnxruntime:{SMOL},threads=1",
-    b=f"onnxruntime:{SMOL},threads=1,draft={SMOL}@8",
-    plan=CHOICE.name,
-)
+for engine, key, plain in (("transformers", "hf", ",batch=16"), ("onnxruntime", "ort", "")):
+    AUDITS[f"smollm2-{key}-draft-tv05"] = dict(
+        title=f"{engine}: SmolLM2-135M without vs with its first 8 layers as the draft, sized "
+        "for TV 0.05 at position 2",
+        a=f"{engine}:{SMOL},threads=1{plain}",
+        b=f"{engine}:{SMOL},threads=1,draft={SMOL}@8",
+        plan=CHOICE.name,
+    )
 AUDITS["smollm2-ov-lookup"] = dict(
     title="OpenVINO GenAI: SmolLM2-135M without vs with prompt lookup",
     a=f"openvino:{SMOL},threads=1",

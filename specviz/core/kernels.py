@@ -43,10 +43,10 @@ from .packed import (
     packed_layers,
     packed_shapes,
     packing_available,
-    packing_supported,
     route_packed,
     stock_linears,
     touch_dense,
+    unsupported_reason,
     use_packed_weights,
 )
 from .threads import torch_threads
@@ -190,16 +190,13 @@ def _replace(report: KernelReport, **kw: Any) -> KernelReport:
 def _unavailable(model: Any) -> str:
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
         return f"{type(model).__name__} is not a transformers model: kernels left as they are"
-    dtypes = {m.weight.dtype for m in model.modules() if _packable(m)}
-    if not dtypes:
+    layers = [m for m in model.modules() if _packable(m)]
+    if not layers:
         return "no CPU float32/bfloat16 linear layer (a GPU model, or another dtype)"
     if not packing_available():
         return "this PyTorch has no oneDNN: stock kernels"
-    for dtype in sorted(dtypes, key=str):
-        why = packing_supported(dtype)
-        if why:
-            return f"{why}: stock kernels"
-    return ""
+    why = unsupported_reason(layers)
+    return f"{why}: stock kernels" if why else ""
 
 
 def _apply(model: Any, decode: bool, verify: bool, threads: int | None, keep_dense: bool) -> None:

@@ -71,11 +71,20 @@ def packing_supported(dtype: torch.dtype) -> str:
     return ""
 
 
-def _check_supported(layers: list[nn.Module]) -> None:
+def unsupported_reason(layers: list[nn.Module]) -> str:
+    """Why these layers' weights cannot be packed on this CPU ("" when they can): the first
+    of their dtypes that :func:`packing_supported` refuses."""
     for dtype in sorted({m.weight.dtype for m in layers}, key=str):
         why = packing_supported(dtype)
         if why:
-            raise RuntimeError(f"packed weights: {why}; use the stock kernels (packed=False)")
+            return why
+    return ""
+
+
+def _check_supported(layers: list[nn.Module]) -> None:
+    why = unsupported_reason(layers)
+    if why:
+        raise RuntimeError(f"packed weights: {why}; use the stock kernels (packed=False)")
 
 
 def _packable(module: nn.Module) -> bool:

@@ -559,3 +559,40 @@ def test_two_prompts_give_a_range_not_a_95_percent_interval():
     )  # fmt: skip
     assert "95% CI" not in alone_sentence(rows, "split 'heldout'")
     assert interval_label(0.86, 0.86, 2).startswith("range 0.86x-0.86x over 2 prompts")
+
+
+# 12's committed default report, the per-prompt table (plain tokens, calls, seconds;
+# intersection tokens, calls, seconds): one intersection run at 12.6 s per call (translation)
+_NB12_RUNS = """32 32 19.044 32 10 13.193|32 32 24.918 32 16 33.020|22 22 29.948 22 16 200.947
+16 16 14.463 16 10 16.858|32 32 22.145 32 12 15.668|32 32 17.880 32 8 12.002
+32 32 14.725 32 15 15.255|32 32 15.220 32 14 14.195|32 32 15.270 32 13 13.570
+32 32 15.137 32 11 11.750|22 22 13.286 22 7 10.180|32 32 16.969 32 11 12.354
+32 32 15.075 32 17 16.611|32 32 15.621 32 13 13.469|32 32 17.043 32 15 17.255
+32 32 17.170 32 17 18.438"""
+
+
+def test_one_slow_run_cannot_move_the_speed_up():
+    """Issue-27 re-review of 12, wrong number 8: "Speed, intersection: 0.65x" was set by one
+    run at 12.6 s per call against 1.0-2.1 s in the other 15 (a ratio of summed seconds).
+    The run is flagged (over 3x its arm's median seconds per call), its prompt leaves the
+    timing line with a printed note, and the per-prompt median is printed beside it."""
+    from specviz.lab.verdicts import claim1_lines, slow_runs, speed_lines
+
+    rows = [[float(x) for x in r.split()] for r in _NB12_RUNS.replace("\n", "|").split("|")]
+    plain = {k: [r[i] for r in rows] for i, k in enumerate(("tokens", "calls", "seconds"))}
+    inter = {k: [r[3 + i] for r in rows] for i, k in enumerate(("tokens", "calls", "seconds"))}
+    assert list(slow_runs(inter["seconds"], inter["calls"])) == [2]
+    assert slow_runs(plain["seconds"], plain["calls"]) == {}  # 2.5x: slow, not flagged
+    names = [f"cat{i}" for i in range(len(rows))]
+    speed, note = speed_lines(plain, inter, "intersection", names=names)
+    assert "1.09x" in speed and "over 15 prompts" in speed and "0.65x" not in speed
+    assert "median of the per-prompt speed-ups 1.13x" in speed
+    assert "prompt 3 (cat2): intersection 12.56 s per target call" in note
+    assert "over 3x the median" in note and "would read 0.65x" in note
+    # claim 1's seconds-per-call ratio leaves it out too; its count of calls keeps it
+    lines = claim1_lines(plain, inter, "intersection", names=names)
+    assert len(lines) == 3 and lines[1] == speed and lines[2] == note
+    assert "2.32x the tokens per target call" in lines[0]
+    # a quiet run is untouched: no note, every prompt timed
+    quiet = dict(inter, seconds=[*inter["seconds"][:2], 20.0, *inter["seconds"][3:]])
+    assert len(speed_lines(plain, quiet, "intersection")) == 1

@@ -372,6 +372,27 @@ def test_tree_figure_keeps_the_corrected_token_off_the_candidates():
     assert square.text[0].endswith("the committed text")
 
 
+def test_tree_figure_rows_leave_room_for_each_label():
+    """11's re-review: leaf labels touched the next node's marker (60 px of figure height per
+    leaf, margins included: under 50 px per row on screen for a 16-leaf tree). Every row is
+    now at least ROW_PX apart inside the plot area, and the top row's label is inside it."""
+    import specviz as sv
+    from specviz.views import tree_figure
+    from specviz.views.trees import ROW_PX
+
+    target, draft = sv.toy_pair(8, 2, seed=0)
+    for shape in ((4, 4), (3, 2), (2,)):
+        run = sv.speculative_generate(target, sv.TreeDrafter(draft, shape, "independent"), [0, 1],
+                                      gamma=3, max_new_tokens=6, do_sample=True, seed=1)  # fmt: skip
+        step = max((s for s in run.trace.steps if s.tree), key=lambda s: len(s.tree))
+        lay = tree_figure(step).layout
+        lo, hi = lay.yaxis.range
+        rows_px = (lay.height - lay.margin.t - lay.margin.b) / (hi - lo)
+        assert rows_px >= ROW_PX >= 56, (shape, rows_px)
+        ys = [y for t in tree_figure(step).data for y in (t.y or ()) if y is not None]
+        assert lo < min(ys) and max(ys) + 0.6 <= hi  # the top label is drawn, not clipped
+
+
 def test_claim11_costs_need_separated_intervals():
     """07's review: no claim-11 verdict. Drafting milliseconds per accepted token, with an
     interval over prompts; 'supports' only when the cheapest and dearest are apart."""

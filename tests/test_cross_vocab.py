@@ -306,3 +306,25 @@ def test_real_pair_greedy_matches_plain_greedy(smollm2):
             out = sv.speculative_generate(target, d, ids, gamma=4, **kw)
             assert out.new_tokens == ref, (cat, method)
             assert sum(out.accepted_counts) > 0, (cat, method)  # the draft did contribute
+
+
+def test_notebook12_figures_take_one_colour_per_meaning():
+    """Issue-27 re-review of 12: the lossless law was drawn in a colour read as q's orange, and
+    every coverage box in the "accepted" green. The lossless law keeps p (the "equivalent"
+    green), shortcuts and categories take series hues, none of them a meaning colour."""
+    import pandas as pd
+
+    from specviz.views.cross_vocab import coverage_figure, first_token_laws_figure
+    from specviz.views.palette import PALETTE, SERIES
+
+    fig = first_token_laws_figure(
+        ["a", "b"], [0.4, 0.6], {"lossless": [0.4, 0.6], "by_id": [0.5, 0.5], "lossy": [0, 1]},
+        {"lossless": 0.0, "by_id": 0.1, "lossy": 0.4},
+    )  # fmt: skip
+    cols = [t.marker.color for t in fig.data]
+    assert cols[:2] == [PALETTE["p"], PALETTE["equivalent"]]
+    assert cols[2:] == list(SERIES[:2]) and PALETTE["q"] not in cols
+    assert PALETTE["speculative"] not in cols
+    cov = pd.DataFrame({"category": ["code", "code", "chat"], "coverage": [0.9, 0.8, 0.99]})
+    boxes = [t.marker.color for t in coverage_figure(cov).data]
+    assert boxes == list(SERIES[:2]) and PALETTE["accepted"] not in boxes

@@ -372,6 +372,27 @@ def test_tree_figure_keeps_the_corrected_token_off_the_candidates():
     assert square.text[0].endswith("the committed text")
 
 
+def test_tree_figure_rows_leave_room_for_each_label():
+    """11's re-review: leaf labels touched the next node's marker (60 px of figure height per
+    leaf, margins included: under 50 px per row on screen for a 16-leaf tree). Every row is
+    now at least ROW_PX apart inside the plot area, and the top row's label is inside it."""
+    import specviz as sv
+    from specviz.views import tree_figure
+    from specviz.views.trees import ROW_PX
+
+    target, draft = sv.toy_pair(8, 2, seed=0)
+    for shape in ((4, 4), (3, 2), (2,)):
+        run = sv.speculative_generate(target, sv.TreeDrafter(draft, shape, "independent"), [0, 1],
+                                      gamma=3, max_new_tokens=6, do_sample=True, seed=1)  # fmt: skip
+        step = max((s for s in run.trace.steps if s.tree), key=lambda s: len(s.tree))
+        lay = tree_figure(step).layout
+        lo, hi = lay.yaxis.range
+        rows_px = (lay.height - lay.margin.t - lay.margin.b) / (hi - lo)
+        assert rows_px >= ROW_PX >= 56, (shape, rows_px)
+        ys = [y for t in tree_figure(step).data for y in (t.y or ()) if y is not None]
+        assert lo < min(ys) and max(ys) + 0.6 <= hi  # the top label is drawn, not clipped
+
+
 def test_claim11_costs_need_separated_intervals():
     """07's review: no claim-11 verdict. Drafting milliseconds per accepted token, with an
     interval over prompts; 'supports' only when the cheapest and dearest are apart."""
@@ -559,3 +580,40 @@ def test_two_prompts_give_a_range_not_a_95_percent_interval():
     )  # fmt: skip
     assert "95% CI" not in alone_sentence(rows, "split 'heldout'")
     assert interval_label(0.86, 0.86, 2).startswith("range 0.86x-0.86x over 2 prompts")
+
+
+# 12's committed default report, the per-prompt table (plain tokens, calls, seconds;
+# intersection tokens, calls, seconds): one intersection run at 12.6 s per call (translation)
+_NB12_RUNS = """32 32 19.044 32 10 13.193|32 32 24.918 32 16 33.020|22 22 29.948 22 16 200.947
+16 16 14.463 16 10 16.858|32 32 22.145 32 12 15.668|32 32 17.880 32 8 12.002
+32 32 14.725 32 15 15.255|32 32 15.220 32 14 14.195|32 32 15.270 32 13 13.570
+32 32 15.137 32 11 11.750|22 22 13.286 22 7 10.180|32 32 16.969 32 11 12.354
+32 32 15.075 32 17 16.611|32 32 15.621 32 13 13.469|32 32 17.043 32 15 17.255
+32 32 17.170 32 17 18.438"""
+
+
+def test_one_slow_run_cannot_move_the_speed_up():
+    """Issue-27 re-review of 12, wrong number 8: "Speed, intersection: 0.65x" was set by one
+    run at 12.6 s per call against 1.0-2.1 s in the other 15 (a ratio of summed seconds).
+    The run is flagged (over 3x its arm's median seconds per call), its prompt leaves the
+    timing line with a printed note, and the per-prompt median is printed beside it."""
+    from specviz.lab.verdicts import claim1_lines, slow_runs, speed_lines
+
+    rows = [[float(x) for x in r.split()] for r in _NB12_RUNS.replace("\n", "|").split("|")]
+    plain = {k: [r[i] for r in rows] for i, k in enumerate(("tokens", "calls", "seconds"))}
+    inter = {k: [r[3 + i] for r in rows] for i, k in enumerate(("tokens", "calls", "seconds"))}
+    assert list(slow_runs(inter["seconds"], inter["calls"])) == [2]
+    assert slow_runs(plain["seconds"], plain["calls"]) == {}  # 2.5x: slow, not flagged
+    names = [f"cat{i}" for i in range(len(rows))]
+    speed, note = speed_lines(plain, inter, "intersection", names=names)
+    assert "1.09x" in speed and "over 15 prompts" in speed and "0.65x" not in speed
+    assert "median of the per-prompt speed-ups 1.13x" in speed
+    assert "prompt 3 (cat2): intersection 12.56 s per target call" in note
+    assert "over 3x the median" in note and "would read 0.65x" in note
+    # claim 1's seconds-per-call ratio leaves it out too; its count of calls keeps it
+    lines = claim1_lines(plain, inter, "intersection", names=names)
+    assert len(lines) == 3 and lines[1] == speed and lines[2] == note
+    assert "2.32x the tokens per target call" in lines[0]
+    # a quiet run is untouched: no note, every prompt timed
+    quiet = dict(inter, seconds=[*inter["seconds"][:2], 20.0, *inter["seconds"][3:]])
+    assert len(speed_lines(plain, quiet, "intersection")) == 1

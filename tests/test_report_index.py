@@ -37,14 +37,30 @@ def test_read_verdict_takes_the_first_verdict_word():
     assert read_verdict("Claim 7: 8 of 8 prompts identical") is None
 
 
-def test_claim_lines_keep_the_least_decided_verdict():
+def test_claim_lines_judged_several_ways_read_as_mixed(tmp_path):
+    """Issue-27 re-review of 07: the demo index summarised claim 2 as "cannot tell" (the least
+    decided verdict), hiding that two drafters contradicted it. Mixed verdicts are shown as
+    mixed, with counts; a claim every line judged alike keeps its one verdict."""
     lines = [
         "Claim 2, a: ... supports claim 2 at this size.",
         "Claim 2, b: ... cannot tell at this size.",
         "Toy control (i.i.d.), Claim 10: ... supports claim 10 at this size.",  # not the claim
         "Claim 3: ... not supported at this size.",
+        "Claim 3: ... not supported at this size.",
     ]
-    assert claim_verdicts(lines) == {2: CANNOT_TELL, 3: "contradicts"}
+    assert claim_verdicts(lines) == {2: "1 supports, 1 cannot tell (of 2)", 3: "contradicts"}
+    demo07 = [  # 07's demo: head supports; prompt lookup and suffix: open writing accepted more
+        "Claim 2, eagle_head: ... +39.3% (95% CI +24.1% to +54.4%): supports claim 2 at this size.",
+        "Claim 2, prompt_lookup: ... -25.6% ...: claim 2 not supported at this size.",
+        "Claim 2, suffix: ... -20.1% ...: claim 2 not supported at this size.",
+        "Claim 2, early_exit:4: ... +3.0% ...: cannot tell at this size.",
+    ]
+    said = claim_verdicts(demo07)[2]
+    assert said == "1 supports, 2 contradicts, 1 cannot tell (of 4)"
+    e = NotebookEntry("07", None, demo_verdicts={2: said})
+    page = write_index([e], tmp_path).read_text()
+    assert '<span class="v mixed">claim 2: 1 supports, 2 contradicts, 1 cannot tell (of 4)' in page
+    assert "undecided" not in page  # partly decided, not "cannot tell"
 
 
 def test_index_flags_the_claims_only_the_full_size_decides(tmp_path):

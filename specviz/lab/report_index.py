@@ -50,7 +50,9 @@ def printed_lines(page: str) -> list[str]:
 def claim_verdicts(lines: Iterable[str]) -> dict[int, str]:
     """Claim number -> verdict printed. A notebook's "Verdicts at this size" line wins; else
     each ``Claim N`` line counts (a toy control's line does not), and a claim printed several
-    times keeps its least decided verdict (one "cannot tell" among supports: cannot tell)."""
+    times with different verdicts (one line per drafter, say) is shown as mixed -- each
+    verdict with its count, "1 supports, 2 contradicts (of 3)" -- not as its least decided one
+    (07's demo claim 2, contradicted by two drafters, read "cannot tell" on the index)."""
     lines = list(lines)
     for line in reversed(lines):
         m = _SUMMARY.search(line)
@@ -62,19 +64,30 @@ def claim_verdicts(lines: Iterable[str]) -> dict[int, str]:
                     said = [v for v in _RANK if v in pm.group(2)] or [CANNOT_TELL]
                     found[int(pm.group(1))] = said[0] if len(said) == 1 else pm.group(2)
             return found
-    found: dict[int, str] = {}
+    said_by: dict[int, list[str]] = {}
     for line in lines:
         m = _CLAIM.match(line)
         if not m or line.lstrip().startswith("Toy control"):
             continue
         verdict = read_verdict(line)
-        if verdict is None:
-            continue
-        claim = int(m.group(1))
-        old = found.get(claim)
-        if old is None or _RANK[verdict] > _RANK[old]:
-            found[claim] = verdict
-    return found
+        if verdict is not None:
+            said_by.setdefault(int(m.group(1)), []).append(verdict)
+    return {claim: _mixed(said) for claim, said in said_by.items()}
+
+
+def _mixed(said: Sequence[str]) -> str:
+    """One verdict when every line said the same; else each distinct verdict with its count,
+    in order of first appearance -- the form of
+    :func:`~specviz.lab.verdicts.verdict_summary` ("1 supports, 2 contradicts (of 3)"), so
+    two drafters that contradicted a claim are not hidden behind one that could not tell.
+
+    >>> _mixed(["supports", "supports"]), _mixed(["supports", "contradicts", "contradicts"])
+    ('supports', '1 supports, 2 contradicts (of 3)')
+    """
+    kinds = list(dict.fromkeys(said))
+    if len(kinds) == 1:
+        return kinds[0]
+    return ", ".join(f"{said.count(k)} {k}" for k in kinds) + f" (of {len(said)})"
 
 
 @dataclass
@@ -121,7 +134,8 @@ def _verdict_cell(verdicts: Mapping[int, str]) -> str:
     if not verdicts:
         return "&ndash;"
     return "<br>".join(
-        f'<span class="v {v.replace(" ", "-")}">claim {c}: {html.escape(v)}</span>'
+        f'<span class="v {v.replace(" ", "-") if v in _RANK else "mixed"}">claim {c}: '
+        f"{html.escape(v)}</span>"
         for c, v in sorted(verdicts.items())
     )
 
@@ -163,7 +177,7 @@ def _row(e: NotebookEntry, out: Path) -> str:
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}
 th{background:#f4f4f4}.v.supports{color:#332288}.v.contradicts{color:#CC3311}
-.v.cannot-tell,.v.not-shown{color:#777}.only{font-weight:bold}"""
+.v.cannot-tell,.v.not-shown{color:#777}.v.mixed{color:#AA4499}.only{font-weight:bold}"""
 
 
 def write_index(
@@ -191,7 +205,9 @@ def write_index(
         "those a <b>full-size report</b> is committed in the repository (regenerated with "
         "<code>make reports</code>). Both open offline. The verdict columns are what each page "
         "printed: <i>supports</i> / <i>contradicts</i> are decisions, <i>cannot tell</i> means "
-        "the size was too small to decide, <i>not shown</i> that the case did not occur.</p>"
+        "the size was too small to decide, <i>not shown</i> that the case did not occur; a "
+        "claim judged several ways (one line per drafter, say) lists each verdict with its "
+        "count.</p>"
         f"{timing}<table><tr><th>notebook</th><th>live, demo size</th><th>verdicts at demo "
         "size</th><th>committed, full size</th><th>verdicts at full size</th><th>what only "
         f"the full size gives</th></tr>{''.join(rows)}</table></body></html>"

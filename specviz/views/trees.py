@@ -14,6 +14,10 @@ from .palette import KIND_COLORS, P_COLOR, PALETTE, Q_COLOR, RESIDUAL_COLOR
 
 __all__ = ["STATUS_COLORS", "recursive_residual_figure", "tree_figure"]
 
+#: Screen pixels between two rows of a tree figure: a 26 px marker, its label (~16 px) above it
+#: and a gap, so no label touches the marker of the row above (issue 27 re-review of 11).
+ROW_PX = 58
+
 #: A tree node's fate: kept on the accepted path, tried and rejected, never looked at.
 STATUS_COLORS = {k: PALETTE[k] for k in ("accepted", "rejected", "unvisited")}
 
@@ -121,14 +125,20 @@ def tree_figure(
                              name="committed text", hovertext=[context or "committed text"],
                              hoverinfo="text"))  # fmt: skip
     accepted = len(step.path)
+    # rows ROW_PX apart on screen: a label sits above its marker and must clear the marker of
+    # the row above (leaf labels touched it at 60 px of figure height per leaf, margins included)
+    ys = [y for tr in fig.data for y in (tr.y or ()) if y is not None]
+    lo, hi = min(ys) - 0.5, max(ys) + 0.7  # room for the top row's label
+    top, bottom = 110, 60  # title and legend above, the depth axis below
     fig.update_layout(
+        margin=dict(t=top, b=bottom),
+        height=max(320, round(top + bottom + ROW_PX * (hi - lo))),
+        yaxis=dict(visible=False, range=[lo, hi]),
         title=title or (
             f"step {step.step}: a tree of {len(step.tree)} candidates, {accepted} accepted, "
             f"then a {step.final_kind} token ({len(step.emitted)} emitted by one target call)"
         ),
         xaxis=dict(title="depth (tokens after the committed text)", dtick=1),
-        yaxis=dict(visible=False),
-        height=max(320, 60 * sum(1 for t in step.tree if not any(c.parent == t.node for c in step.tree))),
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
     )  # fmt: skip
     return fig

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,9 @@ __all__ = [
     "RatioVerdict",
     "ratio_verdict",
     "speedup_verdict",
+    "SLOW_RUN_FACTOR",
+    "slow_runs",
+    "speed_lines",
     "exactness_lines",
     "claim7_verdict",
     "greedy_identity_line",
@@ -96,13 +99,16 @@ class RatioVerdict:
     meaning: str = ""
     margin: float = 0.0
     level: float = 0.95
+    #: printed inside the interval's parenthesis (e.g. the per-prompt median speed-up).
+    aside: str = ""
 
     def sentence(self) -> str:
         lo, hi = self.ci
+        aside = f"; {self.aside}" if self.aside else ""
         ci = (
-            f" ({interval_label(lo, hi, self.units, level=self.level, sep=' to ')})"
+            f" ({interval_label(lo, hi, self.units, level=self.level, sep=' to ')}{aside})"
             if math.isfinite(lo)
-            else f" ({self.units} prompt(s): an interval needs at least 2)"
+            else f" ({self.units} prompt(s): an interval needs at least 2{aside})"
         )
         if self.claim.startswith("Claim"):
             tail = {SUPPORTS: f"supports {self.claim.lower()} at this size",
@@ -193,6 +199,106 @@ def speedup_verdict(
     )
 
 
+#: A run whose seconds per target call exceed this many times the median of the *other* runs
+#: of the same arm is taken as a slow spell of the shared machine and left out of the timing
+#: lines. Seconds per call, not per token, so a short answer is not flagged for its prefill;
+#: 3x, because per-call times of one arm on one machine spread well under 2x across prompts
+#: (12's committed report: 1.0-2.1 s per intersection call in 15 runs, and one run at 12.6 s
+#: that alone moved the ratio of summed seconds from 1.09x to 0.65x).
+SLOW_RUN_FACTOR = 3.0
+
+
+def slow_runs(
+    seconds: Sequence[float], calls: Sequence[float], *, factor: float = SLOW_RUN_FACTOR
+) -> dict[int, tuple[float, float]]:
+    """The runs of one arm timed during a slow spell: ``{index: (seconds per call, median
+    seconds per call of the other runs)}`` for every run whose seconds per target call exceed
+    ``factor`` x the median of the other runs. The median of the *others*, so the slow run
+    does not raise its own yardstick; fewer than 3 runs flag nothing (no "others" to speak of).
+
+    >>> slow_runs([13.2, 33.0, 200.9, 16.9], [10, 16, 16, 10])
+    {2: (12.55625, 1.69)}
+    >>> slow_runs([1.0, 9.0], [1, 1])
+    {}
+    """
+    per = np.asarray(seconds, float) / np.maximum(np.asarray(calls, float), 1.0)
+    if len(per) < 3:
+        return {}
+    out = {}
+    for i, x in enumerate(per):
+        med = float(np.median(np.delete(per, i)))
+        if med > 0 and x > factor * med:
+            out[i] = (float(x), med)
+    return out
+
+
+def _timed(
+    plain: Mapping[str, Sequence[float]],
+    spec: Mapping[str, Sequence[float]],
+    label: str,
+    names: Sequence[str] | None,
+    factor: float,
+) -> tuple[list[int], str]:
+    """The prompts kept for the timing lines of ``spec`` against ``plain`` (a prompt goes
+    when either arm's run on it is slow, see :func:`slow_runs`: the speed-up is paired) and
+    the note that says which went and why ("" when none)."""
+    n = len(plain["seconds"])
+    flagged = {
+        arm: slow_runs(d["seconds"], d["calls"], factor=factor)
+        for arm, d in (("plain decoding", plain), (label, spec))
+    }
+    left = sorted({i for f in flagged.values() for i in f})
+    if not left or len(left) == n:  # nothing slow, or nothing left to time: keep every run
+        return list(range(n)), ""
+    parts = []
+    for arm, f in flagged.items():
+        for i, (x, med) in sorted(f.items()):
+            who = f"prompt {i + 1}" + (f" ({names[i]})" if names is not None else "")
+            parts.append(f"{who}: {arm} {x:.2f} s per target call, {x / med:.1f}x the median "
+                         f"{med:.2f} s of its other {n - 1} runs")  # fmt: skip
+    whole = speedup_verdict(plain, spec, claim="", label=label).estimate
+    note = (f"  Left out of the timings of {label}: {'; '.join(parts)}. Rule: a run over "
+            f"{factor:g}x the median seconds per target call of the other runs of its arm is "
+            f"a slow spell of the shared machine, not the method; its prompt leaves both arms' "
+            f"timings (with it, the ratio of summed seconds would read {whole:.2f}x).")  # fmt: skip
+    return [i for i in range(n) if i not in left], note
+
+
+def _pick(d: Mapping[str, Sequence[Any]], keep: Sequence[int]) -> dict[str, list[Any]]:
+    return {k: [v[i] for i in keep] for k, v in d.items()}
+
+
+def speed_lines(
+    plain: Mapping[str, Sequence[float]],
+    spec: Mapping[str, Sequence[float]],
+    label: str,
+    *,
+    names: Sequence[str] | None = None,
+    margin: float = 0.0,
+    seed: int = 0,
+    factor: float = SLOW_RUN_FACTOR,
+) -> list[str]:
+    """The wall-clock speed-up of ``spec`` over ``plain`` (per prompt ``tokens``, ``calls``,
+    ``seconds``) as a measurement line: the ratio of summed tokens per second with its
+    interval over prompts, and beside it the median of the per-prompt speed-ups, which one
+    run cannot move. A ratio of sums is dominated by its longest runs, so a run timed during
+    a slow spell (:func:`slow_runs`: over ``factor`` x its arm's median seconds per call) is
+    left out, and a second line names it, the rule, and what the line would read with it.
+    ``names`` label the prompts in that note (e.g. their categories)."""
+    keep, note = _timed(plain, spec, label, names, factor)
+    p, s = _pick(plain, keep), _pick(spec, keep)
+    v = speedup_verdict(p, s, claim=f"Speed, {label}", label=f"the {label}", margin=margin,
+                        seed=seed)  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):
+        each = (np.asarray(s["tokens"], float) / np.asarray(s["seconds"], float)) / (
+            np.asarray(p["tokens"], float) / np.asarray(p["seconds"], float)
+        )
+    each = each[np.isfinite(each)]
+    if len(each) >= 2:
+        v = replace(v, aside=f"median of the per-prompt speed-ups {float(np.median(each)):.2f}x")
+    return [v.sentence(), *([note] if note else [])]
+
+
 def claim1_lines(
     plain: Mapping[str, Sequence[float]],
     spec: Mapping[str, Sequence[float]],
@@ -200,6 +306,8 @@ def claim1_lines(
     *,
     margin: float = 0.0,
     seed: int = 0,
+    names: Sequence[str] | None = None,
+    factor: float = SLOW_RUN_FACTOR,
 ) -> list[str]:
     """Claim 1 (fewer serial target calls, not cheaper ones) for one speculative arm against
     plain decoding on the same prompts (per prompt ``tokens``, ``calls``, ``seconds``): the
@@ -207,12 +315,16 @@ def claim1_lines(
     over the prompts. *supports* when both intervals lie above 1 (fewer calls, each dearer),
     *not supported* when the calls were not fewer, else *cannot tell*. Then the wall-clock
     speed-up, the product of the two: a measurement, not the claim (``margin``: its noise
-    floor)."""
+    floor), from :func:`speed_lines`. Both timings (seconds per call, the speed-up) leave out
+    the prompts with a run timed in a slow spell (:func:`slow_runs`) and a last line says
+    which; the count of calls keeps every prompt (a slow machine does not change it)."""
+    keep, _ = _timed(plain, spec, label, names, factor)
     fewer = ratio_verdict({"t": spec["tokens"], "c": spec["calls"]},
                           {"t": plain["tokens"], "c": plain["calls"]},
                           claim="", statistic="", seed=seed)  # fmt: skip
-    dearer = ratio_verdict({"s": spec["seconds"], "c": spec["calls"]},
-                           {"s": plain["seconds"], "c": plain["calls"]},
+    ps, ss = _pick(plain, keep), _pick(spec, keep)
+    dearer = ratio_verdict({"s": ss["seconds"], "c": ss["calls"]},
+                           {"s": ps["seconds"], "c": ps["calls"]},
                            claim="", statistic="", seed=seed)  # fmt: skip
 
     def ci(v: RatioVerdict) -> str:
@@ -229,9 +341,8 @@ def claim1_lines(
     first = (f"Claim 1, {label}: {fewer.estimate:.2f}x the tokens per target call of plain "
              f"decoding{ci(fewer)}, each call {dearer.estimate:.2f}x as long{ci(dearer)} -- "
              f"{tail}.")  # fmt: skip
-    speed = speedup_verdict(plain, spec, claim=f"Speed, {label}", label=f"the {label}",
-                            margin=margin, seed=seed)  # fmt: skip
-    return [first, speed.sentence()]
+    return [first, *speed_lines(plain, spec, label, names=names, margin=margin, seed=seed,
+                                factor=factor)]  # fmt: skip
 
 
 # -- exact laws: lossless rules and shortcuts (notebooks 11, 12) -------------------------------

@@ -207,6 +207,7 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "[OK] overall",
             "GreedyConsistencyResult(",
             "keep speculation off --",  # the old per-metric load items
+            "report written to /",  # a checkout's absolute path (issue 27 re-review)
         ],
     ),
     # issue 27: plain decoding next to chain and tree, claim verdicts from the package

@@ -43,6 +43,7 @@ __all__ = [
     "claim12_verdict",
     "environment",
     "markdown_table",
+    "shown_path",
     "write_report",
 ]
 
@@ -579,3 +580,25 @@ def write_report(
         parts.append(body if isinstance(body, str) else markdown_table(body))
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path
+
+
+def shown_path(path: str | Path, *, root: str | Path | None = None) -> str:
+    """``path`` as a page may print it: relative to ``root`` (default: the repository, the
+    folder above the ``specviz`` package) when it lies inside it, else relative to the
+    working directory when inside that, else its file name alone. An absolute path names one
+    machine's checkout (10 printed ``/work/wt/nb/reports/...``, a helper's worktree), which a
+    reader's copy does not have.
+
+    >>> shown_path("/srv/repo/reports/x.md", root="/srv/repo")
+    'reports/x.md'
+    >>> shown_path("/elsewhere/y.md", root="/srv/repo")
+    'y.md'
+    """
+    p = Path(path).resolve()
+    base = Path(root).resolve() if root is not None else Path(__file__).resolve().parents[2]
+    for start in (base, Path.cwd().resolve()):
+        try:
+            return p.relative_to(start).as_posix()
+        except ValueError:
+            continue
+    return p.name

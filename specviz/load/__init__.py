@@ -61,9 +61,11 @@ from .sweeps import (
     Crossover,
     LoadSweep,
     accounting_line,
+    batch_crossover,
     batch_sweep,
     find_crossover,
     load_sweep,
+    plain_fell,
     served_alone,
 )
 from .workload import (
@@ -89,6 +91,7 @@ __all__ = [
     "RequestRecord",
     "ServedBatch",
     "accounting_line",
+    "batch_crossover",
     "batch_sweep",
     "call_split",
     "claim12_verdict",
@@ -97,6 +100,7 @@ __all__ = [
     "claim5_verdict",
     "fallback_batch",
     "pays_up_to",
+    "plain_fell",
     "find_crossover",
     "fixed_engine",
     "load_prompts_for",

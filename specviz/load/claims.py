@@ -112,7 +112,9 @@ def _noise_note(noise: float) -> str:
     return f"; noise floor +/-{noise:.0%}" if noise > 0 else ""
 
 
-def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.0) -> ClaimVerdict:
+def claim4_verdict(
+    crossover: Any, *, tolerance: float = 0.05, noise: float | None = None
+) -> ClaimVerdict:
     """Claim 4 (the gain is largest at low load and shrinks, or turns negative, as the server
     batches), from a :class:`~specviz.load.Crossover` of a higher-is-better-after-inversion
     metric. With ``s_lo`` / ``s_hi`` the speed-ups at the lowest / highest tested load and
@@ -132,8 +134,23 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
       ``tolerance`` -- a flat trend there is the noise's, not the measurement's (two levels of
       a demo-size run, repeats 75% apart, cannot say "flat");
     * *not shown*: speculation never paid (beyond the noise), so there is no gain to shrink.
+
+    ``noise`` defaults to the crossover's own (``crossover.noise``, 0 when absent). A
+    crossover whose lowest or highest level is *suspect* (``crossover.suspect``: plain
+    throughput fell with load there, or a speed-up above its tokens per target call) gets
+    *cannot tell*: its trend is made by a slowed plain run, not by speculation.
     """
+    if noise is None:
+        noise = float(getattr(crossover, "noise", 0.0) or 0.0)
     xs, ss = crossover.levels, crossover.speedups
+    suspect = dict(getattr(crossover, "suspect", ()) or ())
+    if xs[0] in suspect or xs[-1] in suspect:
+        unit = _unit(crossover.scenario)
+        trend = f"speed-up {ss[0]:.2f}x at {xs[0]:g} {unit} -> {ss[-1]:.2f}x at {xs[-1]:g} {unit}"
+        why = "; ".join(suspect[x] for x in (xs[0], xs[-1]) if x in suspect)
+        return ClaimVerdict(
+            4, "cannot tell", f"{trend}{_noise_note(noise)}: {why}; the trend is not read"
+        )
     s_lo, s_hi = ss[0], ss[-1]
     tol = max(tolerance, noise if math.isfinite(noise) else 0.0)
     noise = noise if math.isfinite(noise) else 0.0
@@ -146,7 +163,10 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
         return ClaimVerdict(
             4,
             "supported",
-            f"{trend}; it stops paying at about {crossover.level:.3g} {unit}{noisy}",
+            f"{trend}; it stops paying at about {crossover.level:.3g} {unit}{noisy}"
+            if getattr(crossover, "clear", True)
+            else f"{trend}; it went from paying to losing beyond the floor (where it crossed 1 "
+            f"lay inside the noise floor){noisy}",
         )
     if s_hi > s_lo * (1 + tol):
         return ClaimVerdict(4, "not supported", f"{trend}: the gain grew with load{noisy}")
@@ -159,8 +179,15 @@ def claim4_verdict(crossover: Any, *, tolerance: float = 0.05, noise: float = 0.
             "gain to lose",
         )
     if paid_lo and s_hi < s_lo * (1 - tol):
-        return ClaimVerdict(
-            4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
+        if s_hi >= 1.0 + noise:
+            return ClaimVerdict(
+                4, "partly supported", f"{trend}: the gain shrank but had not vanished{noisy}"
+            )
+        return ClaimVerdict(  # it fell into the floor: neither "vanished" nor "still paid"
+            4,
+            "partly supported",
+            f"{trend}: the gain shrank into the noise floor (no gain or loss told apart at "
+            f"{xs[-1]:g} {unit}){noisy}",
         )
     if noise > tolerance:  # what is left is within the noise: the run cannot see a trend
         if s_hi >= s_lo * (1 - tol):
@@ -392,27 +419,34 @@ def _lower_is_better() -> frozenset[str]:
     return frozenset(LOWER_IS_BETTER)
 
 
-def pays_up_to(bs: Any) -> int:
-    """From a batch sweep: the largest tested batch size below the first one where
-    speculation lost (speed-up < 1) -- how far it was measured to pay; 0 when it lost at the
-    smallest batch size."""
-    sp = bs[bs["mode"] == "speculative"].groupby("batch_size")["speedup"].min().sort_index()
+def pays_up_to(bs: Any, *, noise: float | None = None) -> int:
+    """From a batch sweep: the largest tested batch size up to which speculation was
+    measured to pay -- every batch size from the smallest up has a speed-up of at least
+    ``1 + noise`` and is not timing noise (:func:`~specviz.load.batch_crossover`'s
+    ``suspect``: plain throughput fell with the batch, or a speed-up above its tokens per
+    target call); 0 when the smallest batch size did not. ``noise`` defaults to the sweep's
+    largest ``relative_range`` (repeats of one configuration; 0 without repeats), so a
+    threshold never rests on a speed-up inside the floor (09: 1.034x at batch 4 under
+    +/-59% is not "paying")."""
+    from .sweeps import batch_crossover
+
+    x = batch_crossover(bs, noise=noise)
     keep = 0
-    for b, s in sp.items():
-        if s < 1.0:
+    for b, c in zip(x.levels, x.calls(), strict=True):
+        if c != "paid":
             break
         keep = int(b)
     return keep
 
 
-def fallback_batch(bs: Any, max_batch: int) -> int:
+def fallback_batch(bs: Any, max_batch: int, *, noise: float | None = None) -> int:
     """The batch size above which to decode plainly, from a batch sweep: :func:`pays_up_to`
     (the largest tested batch size below the first one where speculation lost), so the policy
     keeps what was measured to pay. Clipped to ``1 .. max_batch - 1`` so that a server
     batching up to ``max_batch`` rows can trigger it (with ``max_batch == 1`` it returns 1);
     :func:`claim12_verdict` takes ``pays_up_to`` to tell a clipped threshold's shortfall from
     the fallback's."""
-    return max(1, min(pays_up_to(bs), max(1, int(max_batch) - 1)))
+    return max(1, min(pays_up_to(bs, noise=noise), max(1, int(max_batch) - 1)))
 
 
 # -- one load decision per metric family (notebook 10's advice) ----------------------------------
@@ -514,7 +548,9 @@ def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[Loa
     :class:`~specviz.load.Crossover` of one metric over the same levels): throughput-like
     metrics (higher is better) in one family, latencies in the other. ``noise`` is the
     sweep's noise floor (:meth:`~specviz.load.LoadSweep.noise_floor`); a speed-up within
-    ``1 +/- noise`` decides nothing.
+    ``1 +/- noise`` decides nothing, nor does any speed-up at a level a crossover marks
+    suspect (``Crossover.suspect``: plain throughput fell with load there -- 10's demo
+    decided "speculate at 2 clients" from a plain run slowed from 11.5 to 9.8 tok/s).
 
     >>> from specviz.load import find_crossover
     >>> xs = [find_crossover([1, 4, 16], [1.4, 1.1, 0.7], metric="throughput_tok_s"),
@@ -535,9 +571,14 @@ def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[Loa
         if not xs:
             continue
         levels = xs[0].levels
+        # a level where plain throughput fell with load is timing noise (Crossover.suspect)
+        bad = {lv for x in xs for lv, _ in getattr(x, "suspect", ())}
         calls = []
         for i in range(len(levels)):
             vals = [x.speedups[i] for x in xs]
+            if levels[i] in bad:
+                calls.append("tie")
+                continue
             lost, gained = any(v < 1.0 - noise for v in vals), any(v >= 1.0 + noise for v in vals)
             if lost and gained:
                 calls.append("trade-off")

@@ -18,6 +18,9 @@ from .workload import LOWER_IS_BETTER, _as_load_prompts, _check_int
 __all__ = [
     "Crossover",
     "find_crossover",
+    "batch_crossover",
+    "plain_fell",
+    "PLAIN_FALL_TOLERANCE",
     "LoadSweep",
     "load_sweep",
     "batch_sweep",
@@ -29,6 +32,44 @@ __all__ = [
 # -- sweeps and the crossover -------------------------------------------------------------------
 
 
+#: plain decoding's throughput may not fall by more than this from one load level (or batch
+#: size) to the next: batching more rows never makes a plain step serve fewer tokens per
+#: second, so a larger fall is a plain run slowed by the machine (timing noise), and a
+#: speed-up at that level is made by it, not by speculation.
+PLAIN_FALL_TOLERANCE = 0.05
+
+
+def plain_fell(
+    levels: Sequence[float],
+    plain: Sequence[float],
+    *,
+    unit: str = "",
+    tolerance: float = PLAIN_FALL_TOLERANCE,
+) -> tuple[tuple[float, str], ...]:
+    """The levels at which plain decoding's throughput fell by more than ``tolerance`` from
+    the previous (lower) level, each with a sentence saying so -- timing noise, since more
+    rows per call never serve fewer tokens per second plainly.
+
+    >>> plain_fell([1, 2, 4], [11.5, 9.8, 14.0], unit="concurrent clients")[0][1][:58]
+    'plain throughput fell from 11.5 to 9.8 tok/s between 1 and'
+    """
+    pairs = sorted(
+        (float(x), float(p)) for x, p in zip(levels, plain, strict=True) if not math.isnan(p)
+    )
+    out = []
+    for (x0, p0), (x1, p1) in zip(pairs, pairs[1:], strict=False):
+        if p1 < p0 * (1.0 - tolerance):
+            out.append(
+                (
+                    x1,
+                    f"plain throughput fell from {p0:.1f} to {p1:.1f} tok/s between {x0:g} and "
+                    f"{x1:g}{' ' + unit if unit else ''} (more rows never serve fewer tokens/s "
+                    "plainly: a slowed plain run, timing noise)",
+                )
+            )
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Crossover:
     """Where speculation stops paying for one metric, found on measured points.
@@ -36,7 +77,15 @@ class Crossover:
     ``status``: ``"crosses"`` (``level`` is interpolated where the speed-up falls through
     1), ``"never_pays"`` (speed-up < 1 at every tested level), ``"always_pays"`` (>= 1 at
     every tested level: the crossover, if any, is beyond the range), or ``"pays_above"``
-    (speed-up rises through 1: speculation loses at low load, wins at high load).
+    (speed-up rises through 1: speculation loses at low load, wins at high load). ``status``
+    and ``level`` read the curve against 1 alone; the words of :meth:`describe` and
+    :attr:`clear` also read it against ``noise``.
+
+    ``noise`` is the run's noise floor (how far repeats of one configuration lay apart; 0:
+    not measured): speculation *paid* at a level only with a speed-up of at least
+    ``1 + noise`` and *lost* only below ``1 - noise``. ``suspect`` lists ``(level, why)``
+    for levels whose speed-up is timing noise whatever its size (plain throughput fell with
+    load, or a speed-up above what a call can commit); they decide nothing.
     """
 
     metric: str
@@ -46,32 +95,119 @@ class Crossover:
     levels: tuple[float, ...]
     speedups: tuple[float, ...]  # > 1: speculation better on this metric
     sign_changes: int  # > 1 means the measured curve is noisy around 1
+    noise: float = 0.0
+    suspect: tuple[tuple[float, str], ...] = ()
+
+    def _unit(self) -> str:
+        if self.scenario == "rate":
+            return "requests/s"
+        return "rows per batch" if self.scenario == "batch" else "concurrent clients"
+
+    def calls(self) -> tuple[str, ...]:
+        """Per level: ``"paid"`` (>= 1 + noise), ``"lost"`` (< 1 - noise), ``"tie"``
+        (within the floor) or ``"noise"`` (a suspect level)."""
+        bad = {lv for lv, _ in self.suspect}
+        n = self.noise if math.isfinite(self.noise) else 0.0
+        out = []
+        for lv, s in zip(self.levels, self.speedups, strict=True):
+            if lv in bad:
+                out.append("noise")
+            elif s >= 1.0 + n:
+                out.append("paid")
+            elif s < 1.0 - n:
+                out.append("lost")
+            else:
+                out.append("tie")
+        return tuple(out)
+
+    @property
+    def clear(self) -> bool:
+        """Whether ``level`` (a crossing through 1) is a measurement: the two levels it lies
+        between are beyond the noise floor on opposite sides (paid, then lost -- or the
+        reverse for ``"pays_above"``) and neither is suspect. A crossing interpolated between
+        two levels inside the floor is where the noise crossed 1, not speculation."""
+        if self.level is None:
+            return False
+        c = self.calls()
+        for i in range(len(self.levels) - 1):
+            if self.levels[i] <= self.level <= self.levels[i + 1]:
+                want = ("paid", "lost") if self.status == "crosses" else ("lost", "paid")
+                return (c[i], c[i + 1]) == want
+        return False
 
     def describe(self) -> str:
-        unit = "requests/s" if self.scenario == "rate" else "concurrent clients"
+        unit = self._unit()
         lo, hi = min(self.levels), max(self.levels)
         best = max(self.speedups)
-        if self.status == "crosses":
-            s = f"speculation stops paying on {self.metric} at about {self.level:.3g} {unit}"
-        elif self.status == "never_pays":
-            s = (
-                f"speculation never paid on {self.metric} between {lo:g} and {hi:g} {unit} "
-                f"(best speed-up {best:.2f}x)"
+        n = self.noise if math.isfinite(self.noise) else 0.0
+        if n <= 0 and not self.suspect:  # nothing to read the curve against but 1
+            if self.status == "crosses":
+                s = f"speculation stops paying on {self.metric} at about {self.level:.3g} {unit}"
+            elif self.status == "never_pays":
+                s = (
+                    f"speculation never paid on {self.metric} between {lo:g} and {hi:g} {unit} "
+                    f"(best speed-up {best:.2f}x)"
+                )
+            elif self.status == "always_pays":
+                s = f"speculation paid on {self.metric} at every level from {lo:g} to {hi:g} {unit}"
+            else:
+                s = f"speculation starts paying on {self.metric} above about {self.level:.3g} {unit}"
+            if self.sign_changes > 1:
+                s += f" ({self.sign_changes} crossings: noisy near 1x)"
+            return s
+        return self._describe_noisy(unit, n)
+
+    def _describe_noisy(self, unit: str, n: float) -> str:
+        calls = self.calls()
+        floor = f"noise floor +/-{n:.0%}"
+        at = {
+            c: [f"{lv:g}" for lv, k in zip(self.levels, calls, strict=True) if k == c]
+            for c in ("paid", "lost", "tie", "noise")
+        }
+        nums = ", ".join(f"{s:.2f}x" for s in self.speedups)
+        tail = f" ({nums} at {', '.join(f'{lv:g}' for lv in self.levels)} {unit}; {floor})"
+        if self.level is not None and self.clear:
+            what = "stops" if self.status == "crosses" else "starts"
+            head = f"speculation {what} paying on {self.metric} at about {self.level:.3g} {unit}"
+        elif all(c == "paid" for c in calls):
+            head = (
+                f"speculation paid on {self.metric} beyond the noise at every level from "
+                f"{min(self.levels):g} to {max(self.levels):g} {unit}"
             )
-        elif self.status == "always_pays":
-            s = f"speculation paid on {self.metric} at every level from {lo:g} to {hi:g} {unit}"
+        elif all(c == "lost" for c in calls):
+            head = f"speculation lost on {self.metric} beyond the noise at every tested level"
         else:
-            s = f"speculation starts paying on {self.metric} above about {self.level:.3g} {unit}"
-        if self.sign_changes > 1:
-            s += f" ({self.sign_changes} crossings: noisy near 1x)"
+            parts = []
+            if at["paid"]:
+                parts.append(f"paid beyond the noise at {', '.join(at['paid'])}")
+            if at["lost"]:
+                parts.append(f"lost beyond it at {', '.join(at['lost'])}")
+            if at["tie"]:
+                parts.append(f"within the noise floor at {', '.join(at['tie'])}")
+            if at["noise"]:
+                parts.append(f"timing noise at {', '.join(at['noise'])}")
+            head = f"speculation on {self.metric}: " + "; ".join(parts) + f" {unit}"
+            if not at["paid"] and not at["lost"]:
+                head += ", so no crossover was measured"
+        s = head + tail
+        if self.suspect:
+            s += "; " + "; ".join(why for _, why in self.suspect)
         return s
 
 
 def find_crossover(
-    levels: Sequence[float], speedups: Sequence[float], *, metric: str = "", scenario: str = ""
+    levels: Sequence[float],
+    speedups: Sequence[float],
+    *,
+    metric: str = "",
+    scenario: str = "",
+    noise: float = 0.0,
+    suspect: Sequence[tuple[float, str]] = (),
 ) -> Crossover:
     """The load where the speed-up first falls through 1, interpolated (linearly in
-    log(level) when all levels are positive, the natural axis of a rate sweep).
+    log(level) when all levels are positive, the natural axis of a rate sweep). ``noise``
+    and ``suspect`` are kept on the :class:`Crossover` for its wording (:meth:`describe`,
+    :attr:`~Crossover.clear`).
 
     >>> find_crossover([1, 2, 4, 8], [1.5, 1.2, 0.9, 0.7], metric="throughput_tok_s").level
     3.17...
@@ -104,7 +240,10 @@ def find_crossover(
     else:
         up = next(i for i in range(len(xs) - 1) if not above[i] and above[i + 1])
         status, level = "pays_above", cross(up)
-    return Crossover(metric, scenario, status, level, tuple(xs), tuple(ss), changes)
+    noise = float(noise) if noise == noise and math.isfinite(noise) else 0.0
+    return Crossover(
+        metric, scenario, status, level, tuple(xs), tuple(ss), changes, noise, tuple(suspect)
+    )
 
 
 @dataclass(frozen=True)
@@ -162,13 +301,76 @@ class LoadSweep:
             wide["speedup"] = wide["speculative"] / wide["plain"]
         return wide.sort_index().rename_axis("level").reset_index()
 
+    def suspect_levels(self, *, engine: str | None = None) -> tuple[tuple[float, str], ...]:
+        """``(level, why)`` for each level whose speed-ups are timing noise: plain decoding's
+        throughput fell with load there (:func:`plain_fell`: more clients make larger batches,
+        and a larger batch never serves fewer tokens per second plainly). ``engine`` is
+        accepted for symmetry with :meth:`crossover`; the check reads the plain engine."""
+        del engine
+        unit = "requests/s" if self.scenario == "rate" else "concurrent clients"
+        plain = self._pick("plain", None).set_index("level").sort_index()
+        return plain_fell(plain.index.tolist(), plain["throughput_tok_s"].tolist(), unit=unit)
+
     def crossover(
-        self, metric: str = "throughput_tok_s", *, engine: str | None = None
+        self,
+        metric: str = "throughput_tok_s",
+        *,
+        engine: str | None = None,
+        noise: float | None = None,
     ) -> Crossover:
+        """Where speculation stops paying on ``metric``, read against ``noise`` (default:
+        this sweep's :meth:`noise_floor` of ``metric``; 0 with one repeat) and with the
+        :meth:`suspect_levels` marked, so that a gain inside the floor is not worded as
+        "paid" and a crossing between two levels inside it is not a crossover."""
         sp = self.speedups(metric, engine=engine)
+        if noise is None:
+            noise = self.noise_floor(metric)
         return find_crossover(
-            sp["level"].tolist(), sp["speedup"].tolist(), metric=metric, scenario=self.scenario
+            sp["level"].tolist(),
+            sp["speedup"].tolist(),
+            metric=metric,
+            scenario=self.scenario,
+            noise=noise if math.isfinite(noise) else 0.0,
+            suspect=self.suspect_levels(engine=engine),
         )
+
+
+def batch_crossover(bs: Any, *, noise: float | None = None, col: str = "speedup") -> Crossover:
+    """Claim 4's curve over a :func:`batch_sweep`: the speculative rows' ``col`` against the
+    batch size, read against ``noise`` (default: the sweep's largest ``relative_range``, how
+    far repeats of one configuration lay apart), with the batch sizes where plain throughput
+    fell with the batch (:func:`plain_fell`) or the speed-up exceeded its tokens per target
+    call marked as timing noise (``suspect``)."""
+    from ..perf.theory import above_call_bound
+
+    if noise is None:  # a table without repeats (or without the column) has no floor
+        r = bs["relative_range"].dropna() if "relative_range" in bs else ()
+        noise = float(r.max()) if len(r) else 0.0
+    sp = bs[bs["mode"] == "speculative"].groupby("batch_size").min().sort_index()
+    bad = []
+    if "tokens_per_s" in bs:
+        plain = bs[bs["mode"] == "plain"].groupby("batch_size")["tokens_per_s"].min().sort_index()
+        bad = list(plain_fell(plain.index.tolist(), plain.tolist(), unit="rows per batch"))
+    for b, r in sp.iterrows():
+        tpc = float(r["tokens_per_target_call"]) if "tokens_per_target_call" in r else math.nan
+        if above_call_bound(float(r[col]), tpc):
+            if b not in {x for x, _ in bad}:
+                bad.append(
+                    (
+                        float(b),
+                        f"a speed-up of {r[col]:.2f}x at batch {b:g} is above its "
+                        f"{r['tokens_per_target_call']:.2f} tokens per target call "
+                        "(impossible: timing noise)",
+                    )
+                )
+    return find_crossover(
+        sp.index.tolist(),
+        sp[col].tolist(),
+        metric="tokens_per_s",
+        scenario="batch",
+        noise=noise,
+        suspect=sorted(bad),
+    )
 
 
 def load_sweep(

@@ -186,8 +186,11 @@ def speedup_figure(
     engine: str | None = None,
 ) -> go.Figure:
     """Speculation's speed-up per metric against load (> 1: speculation better; latencies
-    are inverted so up is always better), with each crossover marked. ``engine`` names the
-    speculative engine when the sweep ran several."""
+    are inverted so up is always better), with each crossover marked -- only one measured
+    beyond the noise floor (:attr:`~specviz.load.Crossover.clear`), since a crossing
+    interpolated between two levels inside it is where the noise crossed 1 -- and the floor
+    of the first metric drawn as a grey band around 1. ``engine`` names the speculative
+    engine when the sweep ran several."""
     fig = go.Figure()
     for i, m in enumerate(metrics):
         sp = sweep.speedups(m, engine=engine)
@@ -204,7 +207,7 @@ def speedup_figure(
             )
         )
         x = sweep.crossover(m, engine=engine)
-        if x.level is not None:
+        if x.level is not None and x.clear:  # not a crossing of two levels inside the floor
             what = "stops paying" if x.status == "crosses" else "starts paying"
             unit = "req/s" if sweep.scenario == "rate" else "clients"
             fig.add_trace(
@@ -217,6 +220,17 @@ def speedup_figure(
                     hovertemplate=f"{_label(m)}: {what} at %{{x:.3g}} {unit}<extra></extra>",
                 )
             )
+    floor = sweep.noise_floor(metrics[0]) if metrics else math.nan
+    if math.isfinite(floor) and floor > 0:  # a speed-up inside the band decides nothing
+        fig.add_hrect(
+            y0=max(0.0, 1.0 - floor),
+            y1=1.0 + floor,
+            fillcolor=PALETTE["queued"],  # grey: undecided
+            opacity=0.25,
+            line_width=0,
+            annotation_text=f"noise floor +/-{floor:.0%} ({_label(metrics[0]).split(' (')[0]})",
+            annotation_position="top left",
+        )
     fig.add_hline(
         y=1.0,
         line_dash="dash",

@@ -102,3 +102,16 @@ def test_committed_06_report_separates_speculation_from_precision():
     # a mixed_precision check too small to see the bug's TV must not read "consistent"
     mp = [x for x in lines if "mixed_precision" in x and "consistency_check" in x]
     assert not any("verdict consistent" in x for x in mp), mp
+
+
+CROSS_VOCAB = REPORTS / "12_cross_vocabulary.html"
+
+
+@pytest.mark.skipif(not CROSS_VOCAB.exists(), reason="no committed 12 report")
+def test_committed_12_report_speed_cannot_rest_on_one_run():
+    """12's committed "intersection 0.65x" rested on one run timed in a slow spell: each speed
+    line now carries the per-prompt median beside the ratio of sums, and a slow run is named."""
+    lines = printed_lines(CROSS_VOCAB.read_text(encoding="utf-8"))
+    speed = [x for x in lines if x.startswith("Speed, ")]
+    assert len(speed) >= 2, "the report predates the speed lines: regenerate it"
+    assert all("median of the per-prompt speed-ups" in x for x in speed), speed

@@ -350,7 +350,7 @@ def expected_plugin_tv(law: np.ndarray, expected: np.ndarray, n: int) -> float:
             total += abs(min(max(li, 0.0), 1.0) - ei)
             continue
         total += float(np.dot(binom.pmf(k, n, li), np.abs(k / n - ei)))
-    return 0.5 * total
+    return float(0.5 * total)
 
 
 def shipped_measured(n: int, seed: int = 0) -> Any:

@@ -215,9 +215,9 @@ def _calls_vs_speed_repeats(plains: list[Any], specs: list[Any], *, gamma: int) 
         ClaimLine(
             1,
             verdict,
-            f"{numbers} (the median of {len(runs)} timed repeats; speedup range "
-            f"{min(speedups):.2f}-{max(speedups):.2f}x, per-call cost ratio "
-            f"{min(costs):.2f}-{max(costs):.2f}) -- {why} ({agree}).",
+            f"{numbers} -- {why} (the median of {len(runs)} timed repeats: speedup range "
+            f"{min(speedups):.2f}-{max(speedups):.2f}x, per-call cost ratio range "
+            f"{min(costs):.2f}-{max(costs):.2f}; {agree}).",
         ),
     ]
 

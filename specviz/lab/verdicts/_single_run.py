@@ -205,7 +205,9 @@ def _calls_vs_speed_repeats(plains: list[Any], specs: list[Any], *, gamma: int) 
     head, split = runs[k]
     numbers, why = split.text.split(" -- ", 1)
     if len({r[1].verdict for r in runs}) == 1:
-        why = why.replace(" (one timed run on this machine, no interval).", "")
+        why = why.replace(" (one timed run on this machine, no interval).", "").replace(
+            " in this run", " in every repeat"
+        )
         agree = f"all {len(runs)} repeats give this verdict"
     else:
         why = "cannot tell on this machine: the timed repeats disagree on claim 1's verdict"

@@ -344,7 +344,7 @@ def test_grid_explorer_dropdown_redraws_in_chromium(chromium, tmp_path):
 
 TRACE_NOTEBOOK = ROOT / "notebooks" / "02_trace_explorer.ipynb"
 # the token strip, the explorer's 4 FigureWidgets, the 3 figures of all tests, the first
-# rejection's 3, the most borderline test's 2 and the playground's 5 (strip and explorer); a
+# rejection's 3, the most borderline test's 2 and the playground's 4 (strip and greedy explorer); a
 # lower bound: JupyterLab need not draw the cells out of view
 TRACE_MIN_PLOTS = 10
 
@@ -436,8 +436,9 @@ def _try_your_own(page, shot) -> None:
     empty prompt is reported under the controls, and a new prompt comes back as a new run."""
     pg = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-textarea")).first
     pg.scroll_into_view_if_needed()
-    # the strip and the explorer's 4 panels (drawn again when the output comes back into view)
-    _poll(pg, "(el, _) => el.querySelectorAll('.js-plotly-plot').length === 5", None, 60)
+    # the strip and the greedy explorer's 3 panels (no residual panel under greedy matching;
+    # drawn again when the output comes back into view)
+    _poll(pg, "(el, _) => el.querySelectorAll('.js-plotly-plot').length === 4", None, 60)
     before = pg.evaluate(_GENERATED)
     assert before, "the playground did not run at construction"
     strip_before = pg.evaluate(_EXPLORER_STRIP)
@@ -455,7 +456,7 @@ def _try_your_own(page, shot) -> None:
         """(el, before) => {
             const pre = el.querySelector('pre');
             return pre && pre.textContent !== before && el.textContent.includes('ran in ')
-                && el.querySelectorAll('.js-plotly-plot').length === 5;
+                && el.querySelectorAll('.js-plotly-plot').length === 4;
         }""",
         before,
         120,

@@ -660,3 +660,31 @@ def test_grid_drafters(smollm2):
         W.grid_drafters(model, ["medusa"])
     toy_specs, toy_skipped = W.grid_drafters(PAIR[0], ["eagle_head"])
     assert not toy_specs and "eagle_head" in toy_skipped  # a toy has no hidden states
+
+
+def test_a_greedy_explorer_leaves_out_the_residual_panel():
+    # issue 27 re-review (00): under greedy matching the residual panel could only be empty;
+    # it is left out, live and in the snapshot, and the info line names the replacement
+    target, draft = sv.toy_pair(5, 2, noise=1.0, seed=0)
+    r = sv.speculative_generate(target, draft, [0], gamma=4, max_new_tokens=40)
+    step = next(s for s in r.trace.steps if s.accepted < s.drafted)
+    row = step.positions[step.accepted]
+    ex = W.TraceExplorer(r.trace, NAMES, step=step.step)
+    assert ex.greedy and ex.residual not in ex.widget.children[4].children
+    assert len(ex.shown_figures()) == 3 and len(ex.figures()) == 4
+    assert f"top token {NAMES[row.emitted_token]!r} replaced the draft" in ex.info.value
+    before = pio.renderers.default
+    try:
+        pio.renderers.default = "notebook"
+        html = ex._repr_mimebundle_()["text/html"]
+    finally:
+        pio.renderers.default = before
+    assert html.count("Plotly.newPlot") == 3  # strip, p/q, test: no empty residual box
+    assert html.startswith("<p><b>Trace explorer</b> (static snapshot of step ")
+    assert "a draft-position menu" in html and "log scale" in html
+
+
+def test_a_sampled_explorer_keeps_its_residual_panel(trace):
+    ex = W.TraceExplorer(trace, NAMES)
+    assert not ex.greedy and ex.residual in ex.widget.children[4].children
+    assert len(ex.shown_figures()) == 4 and "replaced the draft" not in ex.info.value

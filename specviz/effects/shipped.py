@@ -31,6 +31,7 @@ from ..verification.shipped import SHIPPED_ZOO, shipped_verifier
 __all__ = [
     "ShippedLaw",
     "StatedChain",
+    "expected_plugin_tv",
     "markdown_table_shipped",
     "sample_shipped",
     "shipped_effects",
@@ -322,10 +323,47 @@ def shipped_effects() -> Any:
     return pd.DataFrame(rows).set_index("verifier")
 
 
+def expected_plugin_tv(law: np.ndarray, expected: np.ndarray, n: int) -> float:
+    """The mean plug-in TV ``0.5 sum_i |X_i / n - expected_i|`` of ``n`` draws from ``law``
+    (``X_i ~ Binomial(n, law_i)``), computed exactly from the binomial laws.
+
+    The plug-in TV of a finite sample is biased upward: even a sampler that follows
+    ``expected`` exactly shows a TV of order ``sqrt(K / n)``. This is the number a measured TV
+    should be read against -- what the prediction says the measurement will be at this ``n``
+    -- rather than the law's TV itself (notebook 04 printed a lossless member's "predicted
+    0.0000, measured 0.0645" with nothing to say 0.06 is what 400 exact draws give).
+
+    >>> p = np.array([0.5, 0.5])
+    >>> round(expected_plugin_tv(p, p, 1), 3)  # one draw: |1 - 0.5| always
+    0.5
+    >>> round(expected_plugin_tv(np.array([1.0, 0.0]), p, 100), 3)  # no noise: the law's TV
+    0.5
+    """
+    from scipy.stats import binom
+
+    law = np.asarray(law, dtype=float)
+    expected = np.asarray(expected, dtype=float)
+    k = np.arange(n + 1)
+    total = 0.0
+    for li, ei in zip(law, expected, strict=True):
+        if li <= 0.0 or li >= 1.0:  # a point mass: X_i is 0 or n
+            total += abs(min(max(li, 0.0), 1.0) - ei)
+            continue
+        total += float(np.dot(binom.pmf(k, n, li), np.abs(k / n - ei)))
+    return float(0.5 * total)
+
+
 def shipped_measured(n: int, seed: int = 0) -> Any:
     """Predicted vs measured, per member: the stated law's TV next to the plug-in TV of ``n``
     draws of the stated outcome through the member's code, the goodness-of-fit p-value of those
-    draws against the lossless law, and whether a test at alpha = 0.01 caught it."""
+    draws against the lossless law, and whether a test at alpha = 0.01 caught it.
+
+    Two columns say how to read the measured TV: ``expected_measured_tv``, the plug-in TV that
+    ``n`` draws from the member's stated law give on average (:func:`expected_plugin_tv`; the
+    plug-in is biased upward, so "measured above predicted" is what a correct prediction
+    looks like at a small ``n``), and ``impossible``, the draws that landed on an outcome the
+    lossless law gives probability 0 (one such draw refutes the sampler on its own, which is
+    why such a member needs few draws even at a tiny TV)."""
     import pandas as pd
 
     rows = []
@@ -335,6 +373,8 @@ def shipped_measured(n: int, seed: int = 0) -> Any:
         pvalue = goodness_of_fit(counts, law.expected).pvalue
         rows.append(dict(verifier=name, lossless=spec.lossless, law=law.kind, predicted_tv=law.tv,
                          measured_tv=float(0.5 * np.abs(counts / n - law.expected).sum()),
+                         expected_measured_tv=expected_plugin_tv(law.law, law.expected, n),
+                         impossible=int(np.asarray(counts)[law.expected == 0].sum()),
                          n_to_detect=law.n_to_detect, n=n, pvalue=pvalue, caught=pvalue < 0.01))  # fmt: skip
     return pd.DataFrame(rows).set_index("verifier")
 

@@ -448,6 +448,9 @@ class PromptPlayground:
             ("max new tokens", f"1 to {self.max_tokens_slider.max}, now {c['max_new_tokens']}"),
             ("seed", f"an integer >= 0, now {c['seed']}"),
             ("Run", "generates with these settings and redraws the strip and the explorer"),
+            ("the explorer below the strip", "a step slider, ◀ prev / next ▶, play, a "
+             "draft-position menu, most borderline test, log scale; a click on a token opens "
+             "its step (a greedy run has no residual panel: no law is drawn from)"),
         ]  # fmt: skip
         items = "".join(f"<li><b>{k}</b>: {_escape(v)}</li>" for k, v in rows)
         return f"<p>Controls:</p><ul>{items}</ul>"

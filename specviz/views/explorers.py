@@ -35,6 +35,7 @@ import torch
 
 from .. import views as viz
 from ..core.trace import DraftPosition, Step, Trace
+from .position import greedy_matching
 
 __all__ = [
     "BORDERLINE",
@@ -254,6 +255,10 @@ class TraceExplorer:
     at its slot; "most borderline test" jumps to the test whose min(1, p/q) was closest to
     1/2; "log scale" puts the probability axes on a log scale (tiny p next to large q).
     Drafts after a rejection are marked *never tested*: no uniform draw decided them.
+
+    A greedy trace (:func:`~specviz.views.position.greedy_matching`) has no residual law: the
+    residual panel would be an empty box at every step, so it is left out (live and in the
+    static snapshot) and the info line says which argmax replaced a rejected draft.
     """
 
     def __init__(
@@ -281,6 +286,7 @@ class TraceExplorer:
         self.row = opening_row(trace.steps[self.step])
         self.log_scale = False
         self.borderline = most_borderline(trace)
+        self.greedy = greedy_matching(trace)  # no residual law: no residual panel
         self.strip, self.pq, self.accept, self.residual = map(figure_widget, self.figures())
         self.slider = widgets.IntSlider(
             value=self.steps.index(self.step),
@@ -333,7 +339,7 @@ class TraceExplorer:
                 widgets.HBox([self.row_select, self.borderline_button, self.log_toggle]),
                 self.info,
                 self.strip,
-                widgets.HBox([self.pq, self.residual]),
+                widgets.HBox([self.pq] if self.greedy else [self.pq, self.residual]),
                 self.accept,
             ]
         )
@@ -418,7 +424,22 @@ class TraceExplorer:
             f"<b>step {s.step}</b>: drafted {s.drafted}, accepted {s.accepted}, emitted "
             f"{len(s.emitted)} token(s), final token {s.final_kind}; "
             f"draft {1e3 * s.draft_time:.1f} ms, verify {1e3 * s.verify_time:.1f} ms"
-            f"<br><b>{where}</b>: {_verdict(r, s)}{hint}"
+            f"<br><b>{where}</b>: {_verdict(r, s)}{self._greedy_note(r)}{hint}"
+        )
+
+    def _greedy_note(self, r: DraftPosition) -> str:
+        """Under greedy matching, what the (hidden) residual panel would have had to say: the
+        target's argmax replaced the rejected draft, no law was drawn from."""
+        if not (self.greedy and r.draft_token >= 0 and r.evaluated and not r.accepted):
+            return ""
+        if r.emitted_token < 0:
+            return ""
+        tok = self.tokenizer
+        return (
+            f"<br>greedy matching: the target's top token "
+            f"{viz.token_label(r.emitted_token, tok)!r} replaced the draft "
+            f"{viz.token_label(r.draft_token, tok)!r} (no residual law to draw from, so no "
+            "residual panel; with sampling the correction is drawn from norm(max(0, p - q)))"
         )
 
     def _row_label(self, s: Step, j: int) -> str:
@@ -478,7 +499,7 @@ class TraceExplorer:
                 fig.update_yaxes(title="probability (log scale)")
         return (
             strip.update_layout(width=2 * w),
-            pq.update_layout(width=w),
+            pq.update_layout(width=2 * w if self.greedy else w),  # alone in its row
             accept.update_layout(width=2 * w),
             residual.update_layout(width=w),
         )
@@ -495,7 +516,38 @@ class TraceExplorer:
             t.hovertemplate = "%{customdata[2]}<extra></extra>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        return _bundle(self.widget, self.figures(), "TraceExplorer", **kwargs)
+        bundle = _bundle(self.widget, self.shown_figures(), "TraceExplorer", **kwargs)
+        if "text/html" in bundle:  # the snapshot cannot show the widgets: say what they are
+            bundle["text/html"] = self.controls_html() + bundle["text/html"]
+        return bundle
+
+    def controls_html(self) -> str:
+        """One line for the static snapshot (an offline HTML export has no widgets): which
+        step it froze and the controls the live explorer has in JupyterLab."""
+        s = self.trace.steps[self.step]
+        where = (
+            f"draft position {self.row + 1}"
+            if s.positions[self.row].draft_token >= 0
+            else "its bonus slot"
+        )
+        controls = (
+            "a step slider over its {n} steps, ◀ prev / next ▶, a play button that walks them, "
+            "a draft-position menu, <i>most borderline test</i>{b}, <i>log scale</i>, and a "
+            "click on a token of the strip opens its step"
+        ).format(
+            n=len(self.steps),
+            b="" if self.borderline is not None else " (disabled: nothing was tested)",
+        )
+        return (
+            f"<p><b>Trace explorer</b> (static snapshot of step {s.step}, {where}; live in "
+            f"JupyterLab with {controls})</p>"
+        )
+
+    def shown_figures(self) -> tuple[go.Figure, ...]:
+        """The figures a reader sees (the static snapshot's too): :meth:`figures` less the
+        residual panel under greedy matching, where it could only be empty."""
+        strip, pq, accept, residual = self.figures()
+        return (strip, pq, accept) if self.greedy else (strip, pq, accept, residual)
 
 
 class FigureSelector:

@@ -18,6 +18,7 @@ __all__ = [
     "accept_scatter_figure",
     "accept_test_figure",
     "default_row",
+    "greedy_matching",
     "law_meaning",
     "laws_figure",
     "pq_figure",
@@ -61,6 +62,15 @@ def _row_at(trace: Trace, step: int, row: int | None) -> tuple[Step, DraftPositi
     if not 0 <= j < len(s.positions):
         raise IndexError(f"row {j} out of range [0, {len(s.positions)}) in step {step}")
     return s, s.positions[j], j
+
+
+def greedy_matching(trace: Trace) -> bool:
+    """Whether ``trace`` was verified by greedy matching (the draft kept iff it is the
+    target's argmax). Such a run has no uniform draw and no residual law -- the target's
+    argmax replaces a rejected draft -- so a residual panel would only ever be empty."""
+    return trace.meta.get("verifier") == "greedy" or not trace.meta.get("params", {}).get(
+        "do_sample", True
+    )
 
 
 def _is_bonus(r: DraftPosition) -> bool:
@@ -254,9 +264,7 @@ def residual_figure(
             )
         elif r.accepted or _is_bonus(r):
             why = "no rejection at this position"
-        elif trace.meta.get("verifier") == "greedy" or not trace.meta.get("params", {}).get(
-            "do_sample", True
-        ):
+        elif greedy_matching(trace):
             # greedy matching has no residual law: the target's argmax replaces the draft
             why = (
                 f"greedy matching: the draft {token_label(r.draft_token, tokenizer)!r} was not "

@@ -48,6 +48,7 @@ __all__ = [
     "from_interval",
     "greedy_identity",
     "read_verdict",
+    "steps_to_decide",
     "theory_band_line",
     "toy_call_savings",
     "verdict_summary",
@@ -172,7 +173,58 @@ def calls_vs_speed(plain: Any, spec: Any, *, gamma: int) -> list[ClaimLine]:
     then the exact split ``speedup = (N_plain / N_spec) x (per-call cost ratio)`` and the
     verdict of :func:`specviz.load.claim1_verdict` (fewer calls per token *and* dearer calls:
     supports; fewer but not dearer: cannot tell, timing noise; no fewer: contradicts), with
-    whether the pair paid in this run."""
+    whether the pair paid in this run.
+
+    ``plain`` and ``spec`` may also be equal-length sequences of timed repeats of the same
+    greedy runs (same tokens, same calls; only the clock differs): one timed run can show
+    1.28x where the next shows 0.9x, so the split is printed for the median repeat with the
+    range of the speedup and of the per-call cost ratio over all of them, and the verdict
+    holds only when every repeat gives it (repeats that disagree: cannot tell)."""
+    if isinstance(plain, Sequence) and isinstance(spec, Sequence):
+        return _calls_vs_speed_repeats(list(plain), list(spec), gamma=gamma)
+    return _calls_vs_speed_one(plain, spec, gamma=gamma)
+
+
+def _calls_vs_speed_repeats(plains: list[Any], specs: list[Any], *, gamma: int) -> list[ClaimLine]:
+    if not plains or len(plains) != len(specs):
+        raise ValueError(
+            f"calls_vs_speed: give as many plain as speculative repeats (got {len(plains)} and "
+            f"{len(specs)}), at least one"
+        )
+    if len(plains) == 1:
+        return _calls_vs_speed_one(plains[0], specs[0], gamma=gamma)
+    runs = [_calls_vs_speed_one(p, s, gamma=gamma) for p, s in zip(plains, specs, strict=True)]
+    speedups = [p.total_time / s.total_time for p, s in zip(plains, specs, strict=True)]
+    costs = [
+        (p.total_time / p.target_calls) / (s.total_time / s.target_calls)
+        for p, s in zip(plains, specs, strict=True)
+    ]
+    k = int(np.argsort(speedups)[len(speedups) // 2])  # the median repeat (upper for even)
+    seen = {r[1].verdict for r in runs}
+    verdict = seen.pop() if len(seen) == 1 else CANNOT_TELL
+    head, split = runs[k]
+    numbers, why = split.text.split(" -- ", 1)
+    if len({r[1].verdict for r in runs}) == 1:
+        why = why.replace(" (one timed run on this machine, no interval).", "").replace(
+            " in this run", " in every repeat"
+        )
+        agree = f"all {len(runs)} repeats give this verdict"
+    else:
+        why = "cannot tell on this machine: the timed repeats disagree on claim 1's verdict"
+        agree = ", ".join(sorted({r[1].verdict for r in runs}))
+    return [
+        ClaimLine(1, verdict, head.text),
+        ClaimLine(
+            1,
+            verdict,
+            f"{numbers} -- {why} (the median of {len(runs)} timed repeats: speedup range "
+            f"{min(speedups):.2f}-{max(speedups):.2f}x, per-call cost ratio range "
+            f"{min(costs):.2f}-{max(costs):.2f}; {agree}).",
+        ),
+    ]
+
+
+def _calls_vs_speed_one(plain: Any, spec: Any, *, gamma: int) -> list[ClaimLine]:
     n = len(spec.new_tokens)
     calls = plain.target_calls / spec.target_calls
     per_plain, per_spec = plain.total_time / plain.target_calls, spec.total_time / spec.target_calls
@@ -280,14 +332,48 @@ def opening_step(trace: Any, *, real_q: bool = True) -> int | None:
     return (rejected or [st for st, _ in rows] or [None])[0]
 
 
+def steps_to_decide(
+    first: int, total: int, *, often: float = 0.5, limit: int = 10_000
+) -> int | None:
+    """How many rejecting steps a run would need for claim 10's interval to leave ``often``
+    out, if the share of first-token rejections stayed at ``first / total``: the smallest n
+    whose Wilson interval of ``round(n * first / total)`` of n lies wholly above or below
+    ``often``; None when no n up to ``limit`` does (a share at or very near ``often``).
+
+    A "cannot tell" line is only useful with this number: it says whether a bigger run (the
+    notebook's default size) can be expected to decide, or whether no practical size would.
+
+    >>> steps_to_decide(5, 16)  # 31%: a 16-step run straddles 50%
+    26
+    >>> steps_to_decide(8, 16) is None  # exactly 50%: no size decides
+    True
+    """
+    if total <= 0:
+        return None
+    share = first / total
+    for n in range(1, limit + 1):
+        lo, hi = acceptance_interval(round(n * share), n)
+        if lo > often or hi < often:
+            return n
+    return None
+
+
 def first_token_rejections(
-    rejection_positions: Sequence[int], *, often: float = 0.5, what: str = "rejecting steps"
+    rejection_positions: Sequence[int],
+    *,
+    often: float = 0.5,
+    what: str = "rejecting steps",
+    larger_size: str | None = None,
 ) -> ClaimLine:
     """Claim 10 on one run: of the steps that rejected a draft, the share whose first
     rejection hit the first drafted token, with its Wilson interval against ``often``: above
     it, the article's cue to shorten gamma or change the drafter fires (supports); below it,
     the first guesses hold up and the cue's case is not shown here; otherwise, or with nothing
-    rejected, cannot tell.
+    rejected, cannot tell. A "cannot tell" says how many rejecting steps would decide at the
+    measured share (:func:`steps_to_decide`), and, with ``larger_size`` (e.g. "the default
+    size, 96 tokens, about twice the rejecting steps of this 48-token run"), which run of
+    the notebook is the one to look at -- so that a reader is not left to guess whether any
+    size decides.
 
     >>> first_token_rejections([9, 1, 0, 0]).verdict
     'supports'
@@ -322,11 +408,21 @@ def first_token_rejections(
             ),
         )
     else:
+        need = steps_to_decide(first, total, often=often)
+        if need is None:
+            decide = f"; at a share this close to {often:.0%} no practical run size would decide"
+        else:
+            decide = (
+                f"; at the measured share ({first / total:.0%}) about {need} rejecting steps "
+                f"would decide (this run had {total})"
+            )
+            if larger_size:
+                decide += f" -- {larger_size}"
         verdict, tail = (
             CANNOT_TELL,
             (
                 f"the interval straddles {often:.0%}: cannot tell at this size whether rejections "
-                "concentrate on the first drafted token"
+                f"concentrate on the first drafted token{decide}"
             ),
         )
     return ClaimLine(

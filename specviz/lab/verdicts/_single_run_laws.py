@@ -208,6 +208,13 @@ def shipped_mistake_lines(shipped: Any, *, n_draws: int) -> list[str]:
     when it needs more than ``n_draws`` draws, and *not caught* otherwise; a lossless rule that
     is flagged is a false alarm.
 
+    The measured TV is a plug-in estimate, biased upward at a small ``n_draws``; when the
+    table has ``expected_measured_tv`` (:func:`specviz.effects.shipped.expected_plugin_tv`)
+    each line prints it next to the measurement -- what the prediction says the measurement
+    will be -- so "measured above predicted" is not read as a wrong prediction. With
+    ``impossible`` (draws on an outcome the lossless law forbids), a catch it decides says so:
+    one such draw refutes the sampler whatever its TV.
+
     >>> import pandas as pd
     >>> t = pd.DataFrame({"lossless": [False, False, True], "caught": [True, False, False],
     ...     "n_to_detect": [50, 5000, 0], "predicted_tv": [0.3, 0.01, 0.0], "law": ["a", "b", "c"],
@@ -232,6 +239,17 @@ def shipped_mistake_lines(shipped: Any, *, n_draws: int) -> list[str]:
             else ""
         )
     ]
+    if "expected_measured_tv" in shipped.columns:
+        lines.append(
+            f"  (measured = the plug-in TV of {n_draws} draws, biased upward at this size; "
+            f"'expected' = its mean under the predicted law, the number to compare it with)"
+        )
+
+    def measured(r: Any) -> str:
+        exp = getattr(r, "expected_measured_tv", None)
+        tail = "" if exp is None else f" (expected {exp:.4f})"
+        return f"measured {r.measured_tv:.4f}{tail}"
+
     for r in broken.itertuples():
         fate = (
             "caught"
@@ -240,16 +258,23 @@ def shipped_mistake_lines(shipped: Any, *, n_draws: int) -> list[str]:
             if r.n_to_detect > n_draws
             else "not caught"
         )
+        seen = int(getattr(r, "impossible", 0) or 0)
+        why = (
+            f"; an impossible outcome was seen: {seen} of {n_draws} draws on an outcome the "
+            "lossless law gives probability 0, which refutes the sampler on its own"
+            if r.caught and seen
+            else ""
+        )
         lines.append(
-            f"  {r.Index}: predicted TV {r.predicted_tv:.4f} ({r.law}), measured {r.measured_tv:.4f}, "
-            f"needs ~{r.n_to_detect:,.0f} draws: {fate} (p = {r.pvalue:.2g})"
+            f"  {r.Index}: predicted TV {r.predicted_tv:.4f} ({r.law}), {measured(r)}, "
+            f"needs ~{r.n_to_detect:,.0f} draws: {fate} (p = {r.pvalue:.2g}{why})"
         )
     for r in shipped[shipped.lossless].itertuples():
         verdict = (
             "no departure found" if not r.caught else "flagged (a false alarm at alpha = 0.01)"
         )
         lines.append(
-            f"  {r.Index} (lossless): predicted TV {r.predicted_tv:.4f}, measured {r.measured_tv:.4f}: {verdict}"
+            f"  {r.Index} (lossless): predicted TV {r.predicted_tv:.4f}, {measured(r)}: {verdict}"
         )
     return lines
 

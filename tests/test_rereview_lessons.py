@@ -1,0 +1,117 @@
+"""Issue 27 re-review (notebooks 00, 02, 04): claim 1 from timed repeats, claim 10's
+"cannot tell" with the size that would decide, and the shipped mistakes' measured TV read
+against its expected plug-in value."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specviz.effects.shipped import expected_plugin_tv
+from specviz.lab.verdicts import (
+    CANNOT_TELL,
+    SUPPORTS,
+    calls_vs_speed,
+    first_token_rejections,
+    shipped_mistake_lines,
+    steps_to_decide,
+)
+from specviz.views.conformance import predicted_vs_measured_figure
+from specviz.views.palette import PALETTE
+
+
+def _run(calls: int, seconds: float, *, tokens: int = 32, verify: float = 0.0):
+    summary = SimpleNamespace(verify_time=verify or seconds, draft_time=0.0)
+    return SimpleNamespace(
+        new_tokens=list(range(tokens)),
+        target_calls=calls,
+        total_time=seconds,
+        summary=lambda: summary,
+    )
+
+
+def test_claim1_from_repeats_prints_the_median_and_the_range():
+    plains = [_run(32, t) for t in (3.2, 3.4, 3.0)]
+    specs = [_run(12, t) for t in (2.6, 2.5, 2.7)]  # fewer, dearer calls every time
+    head, split = calls_vs_speed(plains, specs, gamma=4)
+    assert head.verdict == split.verdict == SUPPORTS
+    assert "the median of 3 timed repeats" in split.text
+    assert "speedup range 1.11-1.36x" in split.text and "all 3 repeats" in split.text
+    assert "one timed run" not in split.text and "supports claim 1 in every repeat" in split.text
+    one = calls_vs_speed(plains[0], specs[0], gamma=4)[1]  # a single run: as before
+    assert one.text.endswith("(one timed run on this machine, no interval).")
+
+
+def test_claim1_repeats_that_disagree_cannot_tell():
+    # the second repeat's speculative call was not dearer: timing noise in one repeat
+    plains = [_run(32, 3.2), _run(32, 3.2), _run(32, 3.2)]
+    specs = [_run(12, 2.6), _run(12, 1.0), _run(12, 2.5)]
+    lines = calls_vs_speed(plains, specs, gamma=4)
+    assert [x.verdict for x in lines] == [CANNOT_TELL, CANNOT_TELL]
+    assert "the timed repeats disagree" in lines[1].text
+    with pytest.raises(ValueError, match="as many plain as speculative"):
+        calls_vs_speed(plains, specs[:2], gamma=4)
+
+
+def test_claim10_cannot_tell_says_what_size_would_decide():
+    assert steps_to_decide(5, 16) == 26 and steps_to_decide(8, 16) is None
+    line = first_token_rejections([5, 4, 5, 2], larger_size="the default size: 96 tokens")
+    assert line.verdict == CANNOT_TELL
+    assert "about 26 rejecting steps would decide (this run had 16)" in line.text
+    assert line.text.endswith("-- the default size: 96 tokens.")
+    even = first_token_rejections([3, 1, 1, 1])
+    assert "no practical run size would decide" in even.text
+    assert "about" not in first_token_rejections([9, 1, 0, 0]).text  # decided: no size note
+
+
+def test_expected_plugin_tv_matches_a_simulation():
+    rng = np.random.default_rng(0)
+    law = np.array([0.5, 0.3, 0.15, 0.05, 0.0])
+    ref = np.array([0.4, 0.3, 0.2, 0.05, 0.05])
+    sims = [0.5 * np.abs(rng.multinomial(400, law) / 400 - ref).sum() for _ in range(4000)]
+    assert expected_plugin_tv(law, ref, 400) == pytest.approx(np.mean(sims), abs=0.002)
+    # the bias: a sampler that follows the law exactly still measures a TV well above 0
+    assert expected_plugin_tv(ref, ref, 400) > 0.02
+
+
+def _shipped():
+    return pd.DataFrame(
+        {
+            "lossless": [False, False, True],
+            "caught": [True, True, False],
+            "n_to_detect": [300, 60, float("inf")],
+            "predicted_tv": [0.0075, 0.2, 0.0],
+            "law": ["exact"] * 3,
+            "measured_tv": [0.057, 0.21, 0.0645],
+            "expected_measured_tv": [0.029, 0.205, 0.0418],
+            "impossible": [6, 0, 0],
+            "pvalue": [0.0, 1e-9, 0.6],
+        },
+        index=["quantized", "late", "block"],
+    )
+
+
+def test_shipped_lines_read_measured_against_expected_and_name_impossible_outcomes():
+    lines = shipped_mistake_lines(_shipped(), n_draws=400)
+    assert "biased upward" in lines[1]
+    assert "measured 0.0570 (expected 0.0290)" in lines[2]
+    assert "an impossible outcome was seen: 6 of 400 draws" in lines[2]
+    assert "impossible" not in lines[3]
+    assert lines[4].endswith("measured 0.0645 (expected 0.0418): no departure found")
+
+
+def test_shipped_figure_marks_the_expected_value_and_keeps_its_legend_off_the_panels():
+    t = _shipped()
+    fig = predicted_vs_measured_figure(
+        t.index, t.predicted_tv, t.measured_tv, t.n_to_detect, 400,
+        expected=t.expected_measured_tv,
+    )  # fmt: skip
+    pred, meas, exp = fig.data[:3]
+    assert list(exp.x) == list(meas.x) and list(exp.y) == list(t.expected_measured_tv)
+    assert fig.layout.legend.x > 1  # right of both panels, over no title or bar
+    taken = {PALETTE["plain"], PALETTE["speculative"]}
+    assert pred.marker.color not in taken and meas.marker.color not in taken
+    assert list(fig.layout.xaxis.ticktext) == list(t.index)

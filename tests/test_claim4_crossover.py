@@ -194,6 +194,25 @@ def test_claim5_judges_the_tail_inter_token_gap_by_default():
     assert claim5_verdict(_Claim5Sweep(itl_p99=0.9)).status == "not supported"
 
 
+def test_claim5_cannot_tell_when_the_noise_could_hide_a_disagreement():
+    """09's regenerated report: tpot_p50 1.66x beyond its +/-39% floor beside a p99 gap 0.47x
+    (2.1x worse) inside a +/-86% floor printed "not supported ... tokens/s alone would have told
+    the same story": the run could not have seen that disagreement. A material opposite move
+    hidden by a wide floor is *cannot tell*; a small one (0.9x) inside a 20% floor is not."""
+
+    class Wide(_Claim5Sweep):
+        def noise_floor(self, metric):
+            return 0.86 if metric == "itl_p99" else 0.20
+
+    v = claim5_verdict(Wide(itl_p99=0.47))
+    assert v.status == "cannot tell", v
+    assert "itl_p99 moved the other way (0.47x) inside its floor +/-86%" in v.reason
+    # negative cases: a small opposite move, and a wide floor with no opposite move
+    assert claim5_verdict(Wide(itl_p99=0.9)).status == "not supported"
+    assert claim5_verdict(Wide(itl_p99=1.1)).status == "not supported"
+    assert claim5_verdict(_Claim5Sweep(itl_p99=0.9)).status == "not supported"
+
+
 def test_claim5_not_supported_when_every_metric_agrees():
     better = fixed_engine(tokens=8, step_time=0.05, per_row_time=0.005, name="s",
                           speculative=True)  # fmt: skip

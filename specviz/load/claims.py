@@ -17,7 +17,7 @@ run in which a claim does not hold says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,6 +217,7 @@ def claim5_verdict(
     *,
     engine: str | None = None,
     noise: float | None = None,
+    material: float = 0.25,
 ) -> ClaimVerdict:
     """Claim 5 (judge by latency, capacity and memory, not tokens/s alone), from a
     :class:`~specviz.load.LoadSweep`: *supported* when at some load level the metrics
@@ -232,7 +233,12 @@ def claim5_verdict(
     A metric wins at a level with a speed-up of at least ``1 + n`` and loses below ``1 - n``,
     ``n`` its noise floor: ``noise``, or by default the sweep's own
     (:meth:`~specviz.load.LoadSweep.noise_floor` of that metric; 0 with a single repeat).
-    Speed-ups within the noise take neither side."""
+    Speed-ups within the noise take neither side. *cannot tell* when no level shows a decided
+    disagreement but one could hide in the noise: a metric won (or lost) beyond its floor at a
+    level where another moved the other way by at least ``material`` (a speed-up below
+    ``1 / (1 + material)`` or above ``1 + material``) inside a floor wider than that move --
+    09 printed "not supported ... tokens/s alone would have told the same story" beside a p99
+    gap 2.1x worse under a +/-86% floor, where the run could not have seen the disagreement."""
     sp = {m: sweep.speedups(m, engine=engine).set_index("level")["speedup"] for m in metrics}
     floors = {m: _floor(sweep, m) if noise is None else float(noise) for m in metrics}
     unit = _unit(sweep.scenario)
@@ -254,6 +260,15 @@ def claim5_verdict(
                 + (f"; noise floors {own}" if own else "")
                 + ")",
             )
+    hidden = _hidden_disagreement(sp, floors, first, material)
+    if hidden:
+        return ClaimVerdict(
+            5,
+            "cannot tell",
+            f"no level where the metrics disagreed beyond the noise, but {hidden} {unit}: a "
+            "disagreement this run's noise could hide, so it cannot say tokens/s alone would "
+            "have told the same story",
+        )
     top = max(floors.values())
     return ClaimVerdict(
         5,
@@ -262,6 +277,28 @@ def claim5_verdict(
         f"beyond the noise{_noise_note(top)}, so tokens/s alone would have told the same "
         "story here",
     )
+
+
+def _hidden_disagreement(
+    sp: Mapping[str, Any], floors: Mapping[str, float], first: str, material: float
+) -> str:
+    """The first level where one metric decided (beyond its floor) and another moved the other
+    way by at least ``material`` inside its own, wider floor, as a phrase ("" when none)."""
+    for level in sp[first].index:
+        vals = {m: float(s.get(level, math.nan)) for m, s in sp.items()}
+        for m, v in vals.items():
+            won, lost = v >= 1.0 + floors[m], v < 1.0 - floors[m]
+            if not (won or lost):
+                continue
+            for o, w in vals.items():
+                against = w <= 1.0 / (1.0 + material) if won else w >= 1.0 + material
+                inside = 1.0 - floors[o] <= w < 1.0 + floors[o]
+                if o != m and against and inside:
+                    side = "won" if won else "lost"
+                    return (f"speculation {side} on {m} ({v:.2f}x, floor +/-{floors[m]:.0%}) "
+                            f"while {o} moved the other way ({w:.2f}x) inside its floor "
+                            f"+/-{floors[o]:.0%} at {level:g}")  # fmt: skip
+    return ""
 
 
 def _floor(sweep: Any, metric: str) -> float:

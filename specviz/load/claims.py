@@ -243,8 +243,10 @@ def claim5_verdict(
     floors = {m: _floor(sweep, m) if noise is None else float(noise) for m in metrics}
     unit = _unit(sweep.scenario)
     first = metrics[0]
+    hidden = ""  # the first level where a decided metric met a material move in the noise
     for level in sp[first].index:
         vals = {m: float(s.get(level, math.nan)) for m, s in sp.items()}
+        hidden = hidden or _hidden_disagreement(vals, floors, material, level)
         wins = [m for m, v in vals.items() if v >= 1.0 + floors[m]]
         loses = [m for m, v in vals.items() if v < 1.0 - floors[m]]
         if wins and loses:
@@ -260,7 +262,6 @@ def claim5_verdict(
                 + (f"; noise floors {own}" if own else "")
                 + ")",
             )
-    hidden = _hidden_disagreement(sp, floors, first, material)
     if hidden:
         return ClaimVerdict(
             5,
@@ -280,24 +281,21 @@ def claim5_verdict(
 
 
 def _hidden_disagreement(
-    sp: Mapping[str, Any], floors: Mapping[str, float], first: str, material: float
+    vals: Mapping[str, float], floors: Mapping[str, float], material: float, level: float
 ) -> str:
-    """The first level where one metric decided (beyond its floor) and another moved the other
-    way by at least ``material`` inside its own, wider floor, as a phrase ("" when none)."""
-    for level in sp[first].index:
-        vals = {m: float(s.get(level, math.nan)) for m, s in sp.items()}
-        for m, v in vals.items():
-            won, lost = v >= 1.0 + floors[m], v < 1.0 - floors[m]
-            if not (won or lost):
-                continue
-            for o, w in vals.items():
-                against = w <= 1.0 / (1.0 + material) if won else w >= 1.0 + material
-                inside = 1.0 - floors[o] <= w < 1.0 + floors[o]
-                if o != m and against and inside:
-                    side = "won" if won else "lost"
-                    return (f"speculation {side} on {m} ({v:.2f}x, floor +/-{floors[m]:.0%}) "
-                            f"while {o} moved the other way ({w:.2f}x) inside its floor "
-                            f"+/-{floors[o]:.0%} at {level:g}")  # fmt: skip
+    """At one level (``vals``: metric -> speed-up): a metric decided beyond its floor while
+    another moved the other way by at least ``material`` inside its own, wider floor, as a
+    phrase ("" when not)."""
+    for m, v in vals.items():
+        won, lost = v >= 1.0 + floors[m], v < 1.0 - floors[m]
+        if not (won or lost):
+            continue
+        for o, w in vals.items():
+            against = w <= 1.0 / (1.0 + material) if won else w >= 1.0 + material
+            if o != m and against and 1.0 - floors[o] <= w < 1.0 + floors[o]:
+                return (f"speculation {'won' if won else 'lost'} on {m} ({v:.2f}x, floor "
+                        f"+/-{floors[m]:.0%}) while {o} moved the other way ({w:.2f}x) inside "
+                        f"its floor +/-{floors[o]:.0%} at {level:g}")  # fmt: skip
     return ""
 
 

@@ -244,9 +244,15 @@ def test_widget_notebook_renders_and_reacts_in_chromium(chromium, lab):
             explorer.screenshot(path=f"{shot}_before.png")
             handle.focus()
             page.keyboard.press("ArrowRight")
+            # the explorer's panels are separate figure widgets that redraw one after another:
+            # wait until every one has left step 0, not just the first to redraw
             page.wait_for_function(
-                """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
-                        .some(e => e.textContent.startsWith('step 1,'))""",
+                """() => {
+                    const titles = [...document.querySelectorAll('.js-plotly-plot .gtitle')]
+                        .map(e => e.textContent);
+                    return titles.some(t => t.startsWith('step 1,'))
+                        && !titles.some(t => t.startsWith('step 0,'));
+                }""",
                 timeout=60_000,
             )
             after = _plot_titles(page)

@@ -247,6 +247,9 @@ def test_consistency_check_sequential_on_the_toy_pair():
     broken = consistency_check(target, draft, [[0]], verifier="typical", tv_tolerance=0.2, **kw)
     assert isinstance(honest, SequentialReport)
     assert honest.outcome.startswith(("equivalent", "inconclusive")), honest.summary()
+    if honest.decision == "equivalent":  # the bound is exclusive: say what was rejected
+        assert f"every TV of {honest.tv_upper:g} or more rejected" in honest.summary()
+        assert "upper end 0.2;" not in honest.summary()
     assert honest.samples_per_arm <= honest.cap == int(np.ceil(1.5 * honest.fixed_n))
     assert broken.outcome == "inconsistent" and broken.samples_per_arm < broken.cap
     assert "fixed-n design for TV 0.2 needs" in broken.summary()

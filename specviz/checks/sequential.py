@@ -156,9 +156,9 @@ class SequentialReport:
             what = (
                 f"equivalent within {self.tv_tolerance:g} after {n:,} samples per arm: every "
                 f"position's token law within TV {self.tv_tolerance:g} of the reference, at "
-                f"{1 - a:.3g} confidence (largest TV upper end "
-                f"{_beside(self.tv_upper, self.tv_tolerance)}; e-value "
-                f"{self.e_value:.3g})"
+                f"{1 - a:.3g} confidence (every TV of "
+                f"{_beside(self.tv_upper, self.tv_tolerance)} or more rejected at every "
+                f"position: the bound's upper end is exclusive; e-value {self.e_value:.3g})"
             )
         else:
             what = (

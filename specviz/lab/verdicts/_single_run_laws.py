@@ -310,8 +310,9 @@ def sequential_line(
     elif run.decision == "equivalent":
         what = (
             f"equivalent within {tolerance:g} after {run.samples_per_arm} samples per arm "
-            f"({run.samples_per_arm / run.fixed_n:.2f}x the fixed-n design): TV upper end "
-            f"{run.tv_upper:.3f}, e-value {run.e_value:.3g}"
+            f"({run.samples_per_arm / run.fixed_n:.2f}x the fixed-n design): every TV of "
+            f"{run.tv_upper:.3g} or more rejected (TV < {run.tv_upper:.3g}), "
+            f"e-value {run.e_value:.3g}"
         )
     else:
         what = (

@@ -160,8 +160,9 @@ def negative_control_line(
 
 
 def greedy_check_line(greedy: Any, *, tokens: int, drafter: str, accepted: str) -> ClaimLine:
-    """Claim 7 from ``greedy_check``: every prompt identical supports it; a divergence at a
-    near tie is numerics (the claim's condition), at a clear margin a bug."""
+    """Claim 7 from ``greedy_check`` (``tokens``: the budget per prompt; EOS can end one sooner):
+    every prompt identical supports it; a divergence at a near tie is numerics (the claim's
+    condition), at a clear margin a bug."""
     g = greedy.result
     same = sum(v == "identical" for v in g.verdicts)
     verdict = SUPPORTS if same == g.n else CONTRADICTS if g.n_bug else CANNOT_TELL
@@ -173,7 +174,7 @@ def greedy_check_line(greedy: Any, *, tokens: int, drafter: str, accepted: str) 
     return ClaimLine(
         7,
         verdict,
-        f"Claim 7: greedy speculative == plain greedy on {same} of {g.n} prompts ({tokens} "
+        f"Claim 7: greedy speculative == plain greedy on {same} of {g.n} prompts (up to {tokens} "
         f"tokens, {drafter}, fp32; {accepted}); numerics {g.n_numerics}, bug {g.n_bug}: {tail}.",
     )
 

@@ -102,6 +102,18 @@ def test_committed_06_report_separates_speculation_from_precision():
     # a mixed_precision check too small to see the bug's TV must not read "consistent"
     mp = [x for x in lines if "mixed_precision" in x and "consistency_check" in x]
     assert not any("verdict consistent" in x for x in mp), mp
+    # per-run timing lines ("chat_writing-01 bf16 prompt_lookup: 5.7 s") only with
+    # SPECVIZ_NB_VERBOSE=1: the committed page opens on its findings, not 32 progress lines
+    runs = [x for x in lines if _RUN_LINE.match(x)]
+    assert len(runs) <= 1, runs[:3]
+
+
+_RUN_LINE = re.compile(r"^\S+-\d\d (fp32|bf16) \S+: \d+\.\d s$")
+
+
+def test_the_run_line_check_can_fail():
+    assert _RUN_LINE.match("chat_writing-01 bf16 prompt_lookup: 5.7 s")
+    assert not _RUN_LINE.match("Claim 7, speculation (fp32): 8 of 8 identical")
 
 
 CROSS_VOCAB = REPORTS / "12_cross_vocabulary.html"

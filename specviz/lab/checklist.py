@@ -242,8 +242,8 @@ def advise(
       decision per metric family (:func:`specviz.load.load_decisions`: throughput, and
       latency -- TTFT, TPOT, completion), reconciled in one ``"load"`` item, e.g.
       "throughput-first: speculate up to 2 concurrent clients, plain decoding from 4;
-      latency-first: keep speculation off"; speed-ups within ``noise`` (the sweep's noise
-      floor) decide nothing;
+      latency-first: keep speculation off"; a speed-up within its metric's own noise floor
+      (the crossover's ``noise``; ``noise`` only for one without) decides nothing;
     * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop;
     * the statistical check counts as a pass only with its power: pass the
       :class:`~specviz.ConsistencyReport` as ``consistency`` (its ``outcome``). A check whose

@@ -178,6 +178,8 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "07 vs 09, one request at a time: split 'train': ",
             "Accounting (",
             "split 'heldout': ",
+            # issue 27 re-review: the fallback line says where the batch sweep paid (or not)
+            "; the batch sweep measured ",
         ],
         ["the fallback never triggered", "early_exit:28", "FAILED: a token time leaves"],
     ),
@@ -200,6 +202,9 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "Verdicts at this size: claim 10 ",
             # issue 27's accounting bar, checked on the page as in 09
             "Accounting (",
+            # issue 27 re-review: theory charges the measured verify pass; one floor per metric
+            "charging the measured verify pass (",
+            "noise floors (",
         ],
         [
             "(1 prompt: no interval)",

@@ -242,8 +242,8 @@ def advise(
       decision per metric family (:func:`specviz.load.load_decisions`: throughput, and
       latency -- TTFT, TPOT, completion), reconciled in one ``"load"`` item, e.g.
       "throughput-first: speculate up to 2 concurrent clients, plain decoding from 4;
-      latency-first: keep speculation off"; speed-ups within ``noise`` (the sweep's noise
-      floor) decide nothing;
+      latency-first: keep speculation off"; a speed-up within its metric's own noise floor
+      (the crossover's ``noise``; ``noise`` only for one without) decides nothing;
     * a greedy verdict of ``"bug"`` or an ``"inconsistent"`` statistical verdict: stop;
     * the statistical check counts as a pass only with its power: pass the
       :class:`~specviz.ConsistencyReport` as ``consistency`` (its ``outcome``). A check whose
@@ -482,7 +482,9 @@ def claim12_verdict(advice: Sequence[Advice]) -> Any:
     metric family that paid at low load and lost beyond the noise from some load up), or a
     task boundary (a category that speculates next to one that falls back: acceptance too
     low). A family that lost at *every* load is a choice of what to optimise, not a
-    boundary. *supported* when speculation paid somewhere and such a boundary exists;
+    boundary. A family that paid at some loads with no clear pattern ("mixed": off at 1
+    client, on at 4, tie at 16) is named where it paid, with "no boundary", and stays
+    undecided. *supported* when speculation paid somewhere and such a boundary exists;
     *not supported* when it paid everywhere tested (a fixed switch would do); *not shown*
     when it paid nowhere. A decision that could not be made at this size (a category whose
     speed-up interval straddles the bar, a load family within the noise floor) could hide a
@@ -506,7 +508,14 @@ def claim12_verdict(advice: Sequence[Advice]) -> Any:
                      f"{', '.join(cats_off)}")  # fmt: skip
     undecided = sorted({a.scope for a in advice if a.action == UNDECIDED})
     undecided += [f"load ({d.family})" for d in decisions if d.status not in ("on", "off", "boundary")]  # fmt: skip
-    why = f"speculation paid: {', '.join(on) or 'nowhere'}"
+    # a family that paid somewhere without a clear status (off at 1, on at 4, tie at 16) did
+    # pay there: "nowhere" beside "paid beyond the noise at 4" contradicted the page
+    paid = list(on)
+    for d in decisions:
+        if d.status not in ("on", "boundary") and d.on_levels:
+            lv = ", ".join(f"{x:g}" for x in d.on_levels)
+            paid.append(f"load ({d.family}) at {lv} {d.unit()} only, no boundary")
+    why = f"speculation paid: {', '.join(paid) or 'nowhere'}"
     if parts:
         why += "; " + "; ".join(parts)
     if on and parts:

@@ -50,9 +50,11 @@ from .claims import (
     claim4_verdict,
     claim5_verdict,
     claim12_verdict,
+    describe_fallback,
     fallback_batch,
     load_decisions,
     pays_up_to,
+    plain_step_note,
 )
 from .engines import BatchEngine, ServedBatch, fixed_engine, make_engine
 from .records import BatchRecord, LoadResult, RequestRecord
@@ -98,8 +100,10 @@ __all__ = [
     "claim1_verdict",
     "claim4_verdict",
     "claim5_verdict",
+    "describe_fallback",
     "fallback_batch",
     "pays_up_to",
+    "plain_step_note",
     "plain_fell",
     "find_crossover",
     "fixed_engine",

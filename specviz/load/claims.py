@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -28,8 +28,10 @@ __all__ = [
     "claim4_verdict",
     "claim5_verdict",
     "claim12_verdict",
+    "describe_fallback",
     "fallback_batch",
     "pays_up_to",
+    "plain_step_note",
     "LoadDecision",
     "load_decisions",
 ]
@@ -82,6 +84,34 @@ def call_split(bs: Any, batch_size: int | None = None) -> Any:
             "verify ms per call": verify,
             "ms per call": draft + verify,
         }
+    )
+
+
+def plain_step_note(bs: Any, *, at_least: float = 1.75) -> str:
+    """One sentence when plain decoding's step at the second-smallest batch size of a
+    :func:`~specviz.load.batch_sweep` cost at least ``at_least`` times its step at the
+    smallest (ms per target call, the engine's own clock): extra rows were then nearly as
+    dear as a whole step on this machine, so plain throughput barely grew there and
+    speculation's gain at that batch size is a property of the kernels, not of low load. 09
+    on this CPU: 147 ms at batch 2 against 71 ms at batch 1 (2.08x), plain 11.29 -> 11.31
+    tok/s, speculation's peak at 2 rows. "" when the ratio is smaller, or the table lacks
+    the columns (nothing to say from this run's numbers)."""
+    need = {"batch_size", "mode", "verify_seconds", "target_calls", "tokens_per_s"}
+    if not need <= set(bs.columns):
+        return ""
+    plain = bs[bs["mode"] == "plain"].groupby("batch_size").min().sort_index()
+    if len(plain) < 2:
+        return ""
+    (b1, r1), (b2, r2) = list(plain.iterrows())[:2]
+    ms = [1000.0 * r.verify_seconds / max(1, r.target_calls) for r in (r1, r2)]
+    if not (ms[0] > 0 and ms[1] / ms[0] >= at_least):
+        return ""
+    return (
+        f"Plain decoding's step at batch {b2:g} cost {ms[1]:.0f} ms against {ms[0]:.0f} ms at "
+        f"batch {b1:g} ({ms[1] / ms[0]:.2f}x for {b2 / b1:g}x the rows), so plain tokens/s "
+        f"barely moved ({r1.tokens_per_s:.2f} -> {r2.tokens_per_s:.2f}): on this machine "
+        f"speculation's larger gain at batch {b2:g} comes from plain decoding's dear extra "
+        "rows (a kernel effect), not from low load (claim 4)"
     )
 
 
@@ -348,7 +378,11 @@ def claim12_verdict(
     whose triggered batches all had at most ``pays_up_to`` rows is the clipped threshold's
     (it dropped speculation where it was measured to pay), not evidence against the claim:
     with no other shortfall the verdict is *cannot tell*, and says that a larger max batch
-    decides.
+    decides. ``pays_up_to == 0`` (the batch sweep measured no batch size up to which
+    speculation paid, so :func:`fallback_batch` fell back to its smallest threshold) leaves
+    the threshold unchosen: any shortfall is that arbitrary threshold's, and the verdict is
+    *cannot tell* where it would have been *not supported* (09 once judged a threshold of 1
+    row, set because batch 1's 1.06x was inside the floor, against 1.49x at batch 2).
     """
     tolerance = max(tolerance, _floor(sweep, metric))
     t = sweep.table
@@ -383,6 +417,7 @@ def claim12_verdict(
                 if b.size > max_batch:
                     trig_rows[r.level] = max(trig_rows.get(r.level, 0), b.size)
     clipped = pays_up_to is not None and pays_up_to > max_batch
+    unchosen = pays_up_to is not None and pays_up_to <= 0  # nothing paid: no threshold chosen
     short, clipped_short, saved, idle_lost = [], [], [], []
     for level, row in wide.iterrows():
         f, c, p = row[fallback], row[constant], row["plain"]
@@ -394,8 +429,8 @@ def claim12_verdict(
         slack = best * (1 + tolerance) if lower else best * (1 - tolerance)
         if better(slack, f):
             where = f"{level:g} {unit}: {f:.3g} vs best {best:.3g}"
-            if clipped and trig_rows[level] <= pays_up_to:  # dropped where it was measured to pay
-                clipped_short.append(where)
+            if unchosen or (clipped and trig_rows[level] <= pays_up_to):
+                clipped_short.append(where)  # the threshold's shortfall, not the fallback's
             else:
                 short.append(where)
         if const_lost(c, p) and better(f, c):
@@ -420,6 +455,15 @@ def claim12_verdict(
     )
     if short:
         return ClaimVerdict(12, "not supported", f"{numbers}; fell short at {'; '.join(short)}")
+    if clipped_short and unchosen:
+        return ClaimVerdict(
+            12,
+            "cannot tell",
+            f"{numbers}; fell short at {'; '.join(clipped_short)}, but the batch sweep "
+            "measured no batch size up to which speculation paid beyond its noise floor, so "
+            f"the threshold ({max_batch} row{'' if max_batch == 1 else 's'}) was not chosen "
+            "from the sweep: this tests an arbitrary threshold, not the fallback",
+        )
     if clipped_short:
         return ClaimVerdict(
             12,
@@ -455,33 +499,101 @@ def _lower_is_better() -> frozenset[str]:
 
 
 def pays_up_to(bs: Any, *, noise: float | None = None) -> int:
-    """From a batch sweep: the largest tested batch size up to which speculation was
-    measured to pay -- every batch size from the smallest up has a speed-up of at least
-    ``1 + noise`` and is not timing noise (:func:`~specviz.load.batch_crossover`'s
-    ``suspect``: plain throughput fell with the batch, or a speed-up above its tokens per
-    target call); 0 when the smallest batch size did not. ``noise`` defaults to the sweep's
-    largest ``relative_range`` (repeats of one configuration; 0 without repeats), so a
-    threshold never rests on a speed-up inside the floor (09: 1.034x at batch 4 under
-    +/-59% is not "paying")."""
+    """From a batch sweep: the largest tested batch size at which speculation was measured to
+    pay with no loss at or below it -- the largest batch size ``B`` such that the speed-up at
+    ``B`` is at least ``1 + noise`` (and not timing noise: :func:`~specviz.load.batch_crossover`'s
+    ``suspect``, plain throughput fell with the batch or a speed-up above its tokens per
+    target call) and no batch size up to ``B`` lost beyond the floor (below ``1 - noise``).
+    Batch sizes within the floor, or marked as timing noise, neither pay nor break the run;
+    a batch size above the last paying one is not "measured to pay" even inside the floor.
+    0 when no batch size paid before the first loss (or none paid at all).
+
+    ``noise`` defaults to the sweep's largest ``relative_range`` (repeats of one configuration;
+    0 without repeats), so a threshold never rests on a speed-up inside the floor (09: 1.034x
+    at batch 4 under +/-59% is not "paying"). A smallest batch size inside the floor does not
+    hide the gain above it (09: 1.06x at batch 1, 1.49x at 2 and 1.24x at 4 under +/-20%:
+    4, where counting only a run that starts at batch 1 gave 0)."""
     from .sweeps import batch_crossover
 
     x = batch_crossover(bs, noise=noise)
     keep = 0
     for b, c in zip(x.levels, x.calls(), strict=True):
-        if c != "paid":
+        if c == "lost":
             break
-        keep = int(b)
+        if c == "paid":
+            keep = int(b)
     return keep
 
 
 def fallback_batch(bs: Any, max_batch: int, *, noise: float | None = None) -> int:
     """The batch size above which to decode plainly, from a batch sweep: :func:`pays_up_to`
-    (the largest tested batch size below the first one where speculation lost), so the policy
-    keeps what was measured to pay. Clipped to ``1 .. max_batch - 1`` so that a server
-    batching up to ``max_batch`` rows can trigger it (with ``max_batch == 1`` it returns 1);
-    :func:`claim12_verdict` takes ``pays_up_to`` to tell a clipped threshold's shortfall from
-    the fallback's."""
+    (the largest tested batch size that paid beyond the noise floor, with no loss at or below
+    it), so the policy keeps what was measured to pay. Clipped to ``1 .. max_batch - 1`` so
+    that a server batching up to ``max_batch`` rows can trigger it (with ``max_batch == 1`` it
+    returns 1), and 1 when no batch size paid (:func:`describe_fallback` says the threshold
+    was then not chosen from the sweep); :func:`claim12_verdict` takes ``pays_up_to`` to tell
+    a clipped or unchosen threshold's shortfall from the fallback's."""
     return max(1, min(pays_up_to(bs, noise=noise), max(1, int(max_batch) - 1)))
+
+
+def describe_fallback(bs: Any, fallback: int, max_batch: int, *, noise: float | None = None) -> str:
+    """One line on the fallback threshold ``fallback`` (plain decoding above that many rows)
+    and where it came from: the batch sizes at which the batch sweep ``bs`` measured
+    speculation paying or losing beyond its noise floor, :func:`pays_up_to`, and whether the
+    threshold is that value, clipped below it (so that a server of at most ``max_batch`` rows
+    can trigger it) or not chosen from the sweep at all (nothing paid before a loss). Every
+    statement is read from the same calls (:meth:`~specviz.load.Crossover.calls`) as the
+    threshold, so the line cannot say "no gain at any batch size" beside a paying one.
+
+    >>> import pandas as pd
+    >>> bs = pd.DataFrame(dict(batch_size=[1, 1, 2, 2, 4, 4], mode=["plain", "speculative"] * 3,
+    ...                        speedup=[1, 1.06, 1, 1.49, 1, 1.24], relative_range=0.2))
+    >>> describe_fallback(bs, fallback_batch(bs, 16), 16)[:90]
+    'fallback policy: plain decoding above 4 rows (max batch 16); the batch sweep measured spec'
+    """
+    from .sweeps import batch_crossover
+
+    x = batch_crossover(bs, noise=noise)
+    calls = x.calls()
+    n = x.noise if math.isfinite(x.noise) else 0.0
+    at = {
+        k: [f"{lv:g}" for lv, c in zip(x.levels, calls, strict=True) if c == k]
+        for k in ("paid", "lost", "tie", "noise")
+    }
+    floor = f"noise floor +/-{n:.0%}" if n > 0 else "no noise floor measured"
+    nums = ", ".join(f"{s:.2f}x" for s in x.speedups)
+    where = f"({nums} at batch {', '.join(f'{lv:g}' for lv in x.levels)}; {floor})"
+    up = pays_up_to(bs, noise=noise)
+    head = f"fallback policy: plain decoding above {fallback} rows (max batch {max_batch}); "
+    if not at["paid"]:
+        return (
+            head + f"the batch sweep measured no gain beyond the noise floor at any batch size "
+            f"{where}, so the threshold was not chosen from the sweep"
+        )
+    parts = [f"paying beyond the noise floor at batch {', '.join(at['paid'])}"]
+    if at["lost"]:
+        parts.append(f"losing beyond it at {', '.join(at['lost'])}")
+    if at["tie"]:
+        parts.append(f"within it at {', '.join(at['tie'])}")
+    if at["noise"]:
+        parts.append(f"timing noise at {', '.join(at['noise'])}")
+    s = head + "the batch sweep measured speculation " + "; ".join(parts) + f" {where}"
+    if up == 0:
+        return s + (
+            f"; it lost at batch {at['lost'][0]} before any batch size paid, so no threshold "
+            "keeps what paid: the threshold was not chosen from the sweep"
+        )
+    s += f"; it paid up to batch {up} with no loss at or below it"
+    if fallback < up:
+        s += (
+            f", clipped to {fallback} so that a server of at most {max_batch} rows can "
+            "trigger it (claim 12 then tests the clipped threshold)"
+        )
+    elif fallback > up:
+        s += f"; the threshold {fallback} was set above that by hand"
+    else:
+        s += ", so that is the threshold"
+    return s
 
 
 # -- one load decision per metric family (notebook 10's advice) ----------------------------------
@@ -509,7 +621,14 @@ class LoadDecision:
     levels: tuple[float, ...]
     calls: tuple[str, ...]
     speedups: dict[str, tuple[float, ...]]
-    noise: float = 0.0
+    noise: float = 0.0  # the widest of ``floors`` (a family-wide default without them)
+    # each metric's own noise floor (its repeats' largest relative range): a speed-up of
+    # completion time is read against completion time's floor, not throughput's
+    floors: dict[str, float] = field(default_factory=dict)
+
+    def floor(self, metric: str) -> float:
+        """``metric``'s own noise floor (``noise`` when it has none recorded)."""
+        return self.floors.get(metric, self.noise)
 
     @property
     def status(self) -> str:
@@ -528,6 +647,15 @@ class LoadDecision:
         if self.calls[0] == "on" and "on" not in self.calls[first_off:]:
             return "boundary"
         return "mixed"
+
+    @property
+    def on_levels(self) -> tuple[float, ...]:
+        """The levels where this family's call was "on" (it gained beyond the noise floor and
+        lost nowhere), whatever the status: a "mixed" family can still have paid somewhere."""
+        return tuple(lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "on")
+
+    def unit(self) -> str:
+        return "requests/s" if self.scenario == "rate" else "concurrent clients"
 
     @property
     def boundary(self) -> float | None:
@@ -554,8 +682,8 @@ class LoadDecision:
         if st == "off":
             return "keep speculation off (it lost at every tested load, and gained on none)"
         if st == "trade-off":
-            gained = sorted({m for m, ss in self.speedups.items() if max(ss) >= 1 + self.noise})
-            lost = sorted({m for m, ss in self.speedups.items() if min(ss) < 1 - self.noise})
+            gained = sorted({m for m, ss in self.speedups.items() if max(ss) >= 1 + self.floor(m)})
+            lost = sorted({m for m, ss in self.speedups.items() if min(ss) < 1 - self.floor(m)})
             return (
                 f"a trade-off at every tested load: speculation gained on {', '.join(gained)} "
                 f"and lost on {', '.join(lost)} -- choose by the latency that matters"
@@ -569,21 +697,28 @@ class LoadDecision:
         )
 
     def numbers(self) -> str:
-        return (
-            "; ".join(
-                f"{m} " + ", ".join(f"{s:.2f}x" for s in ss) for m, ss in self.speedups.items()
-            )
-            + f" at {', '.join(f'{lv:g}' for lv in self.levels)}"
-            + _noise_note(self.noise)
+        """Each metric's speed-ups with its own noise floor, named by the metric (two metrics
+        of one family were once printed under one unqualified floor, throughput's +/-17%,
+        beside completion time's own +/-21%)."""
+
+        def one(m: str, ss: tuple[float, ...]) -> str:
+            f = self.floor(m)
+            note = f" (noise floor of {m} +/-{f:.0%})" if f > 0 else ""
+            return f"{m} " + ", ".join(f"{s:.2f}x" for s in ss) + note
+
+        return "; ".join(one(m, ss) for m, ss in self.speedups.items()) + (
+            f" at {', '.join(f'{lv:g}' for lv in self.levels)}"
         )
 
 
 def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[LoadDecision]:
     """One :class:`LoadDecision` per metric family present among ``crossovers`` (each a
     :class:`~specviz.load.Crossover` of one metric over the same levels): throughput-like
-    metrics (higher is better) in one family, latencies in the other. ``noise`` is the
-    sweep's noise floor (:meth:`~specviz.load.LoadSweep.noise_floor`); a speed-up within
-    ``1 +/- noise`` decides nothing, nor does any speed-up at a level a crossover marks
+    metrics (higher is better) in one family, latencies in the other. Each metric is read
+    against its own noise floor: the crossover's ``noise`` (what
+    :meth:`~specviz.load.LoadSweep.crossover` measured for that metric), or ``noise`` for a
+    crossover that carries none (0: not measured). A speed-up within ``1 +/- floor``
+    decides nothing, nor does any speed-up at a level a crossover marks
     suspect (``Crossover.suspect``: plain throughput fell with load there -- 10's demo
     decided "speculate at 2 clients" from a plain run slowed from 11.5 to 9.8 tok/s).
 
@@ -600,6 +735,11 @@ def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[Loa
     for x in crossovers:
         fams.setdefault("latency" if x.metric in lower else "throughput", []).append(x)
     noise = noise if math.isfinite(noise) else 0.0
+
+    def own(x: Any) -> float:  # the metric's own floor, else the caller's
+        f = getattr(x, "noise", 0.0)
+        return float(f) if f == f and math.isfinite(f) and f > 0 else noise
+
     out = []
     for fam in ("throughput", "latency"):
         xs = fams.get(fam)
@@ -610,16 +750,16 @@ def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[Loa
         bad = {lv for x in xs for lv, _ in getattr(x, "suspect", ())}
         calls = []
         for i in range(len(levels)):
-            vals = [x.speedups[i] for x in xs]
             if levels[i] in bad:
                 calls.append("tie")
                 continue
-            lost, gained = any(v < 1.0 - noise for v in vals), any(v >= 1.0 + noise for v in vals)
+            lost = any(x.speedups[i] < 1.0 - own(x) for x in xs)
+            gained = any(x.speedups[i] >= 1.0 + own(x) for x in xs)
             if lost and gained:
                 calls.append("trade-off")
             elif lost:
                 calls.append("off")
-            elif any(v >= 1.0 + noise for v in vals):
+            elif gained:
                 calls.append("on")
             else:
                 calls.append("tie")
@@ -631,7 +771,8 @@ def load_decisions(crossovers: Sequence[Any], *, noise: float = 0.0) -> list[Loa
                 tuple(levels),
                 tuple(calls),
                 {x.metric: tuple(x.speedups) for x in xs},
-                noise,
+                max(own(x) for x in xs),
+                {x.metric: own(x) for x in xs},
             )
         )
     return out

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from .palette import PALETTE, THEORY_COLOR, color, series
 
-__all__ = ["verify_cost_figure", "policy_speedup_figure", "category_speedup_figure"]
+__all__ = ["verify_cost_figure", "policy_speedup_figure", "category_speedup_figure", "bars_note"]
 
 
 def verify_cost_figure(
@@ -90,10 +90,14 @@ def category_speedup_figure(
     """Speed-up over plain decoding per task category (rows of
     :func:`specviz.checklist.category_table`), one bar per gamma (one hue each), with the
     interval over prompts as error bars when the table has ``speedup_ci_low`` /
-    ``speedup_ci_high``; the dashed line is break-even."""
+    ``speedup_ci_high``; the dashed line is break-even. The title says what the bars are
+    (:func:`bars_note`): a 95% interval over prompts, or with fewer than 3 prompts per bar
+    their range (two prompts give no 95% interval). The value labels sit at the base of
+    each bar, clear of the error bars at its top."""
     gs = list(gammas) if gammas is not None else sorted(g for g in set(table.gamma) if g > 0)
     cols = series([f"gamma {g}" for g in gs])
     fig = go.Figure()
+    has_err = {"speedup_ci_low", "speedup_ci_high"} <= set(table.columns)
     for g in gs:
         sub = table[table.gamma == g]
         y = sub.speedup.astype(float).tolist()
@@ -106,14 +110,31 @@ def category_speedup_figure(
             err = dict(type="data", array=hi, arrayminus=lo, visible=True, color="black")
         fig.add_trace(
             go.Bar(x=list(sub.category), y=y, name=f"gamma {g}", marker_color=cols[f"gamma {g}"],
-                   error_y=err, text=[f"{v:.2f}x" for v in y], textposition="inside"),
+                   error_y=err, text=[f"{v:.2f}x" for v in y], textposition="inside",
+                   insidetextanchor="start"),
         )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dash", line_color=PALETTE["plain"],
                   annotation_text="plain decoding")  # fmt: skip
     fig.update_layout(
-        title=title or "Speed-up over plain decoding by task (bars: 95% interval over prompts)",
+        title=(title or "Speed-up over plain decoding by task")
+        + (f" ({bars_note(table)})" if has_err and "bars:" not in (title or "") else ""),
         barmode="group",
         yaxis_title="speed-up (x)",
         height=420,
     )
     return fig
+
+
+def bars_note(table: Any) -> str:
+    """What the error bars of :func:`category_speedup_figure` are, from the table's
+    ``prompts`` column: "bars: 95% interval over prompts", or with fewer than
+    :data:`specviz.lab.verdicts.MIN_UNITS_FOR_CI` prompts in some bar "bars: range over 2
+    prompts (too few for a 95% interval)" -- the words the printed speed-up lines use."""
+    from ..lab.verdicts import MIN_UNITS_FOR_CI
+
+    sub = table[table.gamma > 0] if "gamma" in table.columns else table
+    n = [int(x) for x in sub["prompts"]] if "prompts" in sub.columns else []
+    if n and min(n) < MIN_UNITS_FOR_CI:
+        k = f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        return f"bars: range over {k} prompts, too few for a 95% interval"
+    return "bars: 95% interval over prompts"

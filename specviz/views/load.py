@@ -355,7 +355,15 @@ def timeline_figure(result: LoadResult, *, title: str | None = None) -> go.Figur
     )
     for b in result.batches:
         fig.add_vline(x=b.start, line_width=1, line_dash="dot", line_color="#999999")
-    fig.update_xaxes(title_text="virtual time (s): arrivals simulated, service measured")
+    # the axis runs to the last request's last token: autorange once cut the longest bar off
+    ends = [r.finish for r in result.requests] + [b.start for b in result.batches]
+    starts = [r.arrival for r in result.requests]
+    xr = None
+    if ends and starts:
+        lo, hi = min(0.0, min(starts)), max(ends)
+        xr = [lo, hi + 0.03 * max(hi - lo, 1e-9)]
+    fig.update_xaxes(title_text="virtual time (s): arrivals simulated, service measured",
+                     range=xr)  # fmt: skip
     n = len(result.requests)
     fig.update_yaxes(title_text="request", autorange="reversed", tickformat="d",
                      dtick=max(1, math.ceil(n / 16)))  # fmt: skip

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -630,10 +630,18 @@ def first_token_tv_note(report: Any, *, n_sim: int = 2000, seed: int = 0) -> str
 
 @dataclass(frozen=True)
 class NextGamma:
-    """Leviathan's best gamma from a measured acceptance ``a`` (of ``drafted`` tokens, Wilson
+    """Theory's best gamma from a measured acceptance ``a`` (of ``drafted`` tokens, Wilson
     interval ``a_ci``) and draft cost ratio ``c``; ``suggested`` is None when fewer than
     ``min_drafted`` tokens were drafted, and ``across`` is the best gamma at both ends of
-    the acceptance interval."""
+    the acceptance interval.
+
+    ``predicted`` is Leviathan's formula (verification free); with a measured verify cost
+    (``verify_ratio``: v(gamma + 1), a verify pass on gamma + 1 tokens in decode steps)
+    ``predicted_verify`` charges it, and ``suggested`` / ``across`` come from that model
+    (0: no gamma is predicted to beat plain decoding). ``measured`` is the run's own
+    speed-up at ``gamma`` (NaN: not given); the sentence says which prediction it is closer
+    to, and never suggests speculating beside a measured loss without saying the
+    measurement decides."""
 
     a: float
     a_ci: tuple[float, float]
@@ -644,20 +652,50 @@ class NextGamma:
     suggested: int | None
     across: tuple[int, int]
     min_drafted: int
+    predicted_verify: dict[int, float] = field(default_factory=dict)
+    verify_ratio: float = math.nan
+    measured: float = math.nan
+
+    @property
+    def charges_verify(self) -> bool:
+        return bool(self.predicted_verify)
 
     def sentence(self) -> str:
         lo, hi = self.a_ci
-        base = (f"gamma {self.gamma}: acceptance {self.a:.2f} (95% CI {lo:.2f}-{hi:.2f}, "
+        g = self.gamma
+        base = (f"gamma {g}: acceptance {self.a:.2f} (95% CI {lo:.2f}-{hi:.2f}, "
                 f"{self.drafted} drafted tokens), draft cost ratio c = {self.c:.2f}; predicted "
-                f"speed-up at gamma {self.gamma}: {self.predicted[self.gamma]:.2f}x")  # fmt: skip
+                f"speed-up at gamma {g}: {self.predicted[g]:.2f}x")  # fmt: skip
+        if self.charges_verify:
+            base += (f" with verification free (Leviathan), {self.predicted_verify[g]:.2f}x "
+                     f"charging the measured verify pass ({g + 1} tokens = "
+                     f"{self.verify_ratio:.2f} decode steps)")  # fmt: skip
+        if math.isfinite(self.measured):
+            base += f"; measured {self.measured:.2f}x at gamma {g}"
+            if self.charges_verify:
+                free, ver = self.predicted[g], self.predicted_verify[g]
+                closer = ("the prediction that charges the verify pass"
+                          if abs(math.log(self.measured / ver)) <= abs(math.log(self.measured / free))
+                          else "the free-verification prediction")  # fmt: skip
+                base += f", closer to {closer}"
         rng = (f"{self.across[0]}" if self.across[0] == self.across[1]
                else f"{self.across[0]}-{self.across[1]}")  # fmt: skip
+        model = " (verify cost charged)" if self.charges_verify else ""
+        how = "verify cost charged; " if self.charges_verify else ""
         if self.suggested is None:
             return (base + f"; no suggested gamma: {self.drafted} drafted tokens are fewer than "
                     f"the {self.min_drafted} a suggestion needs (across the acceptance interval "
-                    f"theory's best gamma is {rng})")  # fmt: skip
-        return (base + f"; suggested gamma: {self.suggested} (best gamma {rng} across the "
-                "acceptance interval)")  # fmt: skip
+                    f"theory's best gamma{model} is {rng})")  # fmt: skip
+        if self.suggested == 0:
+            return (base + f"; suggested gamma: none -- charging the measured verify cost, no "
+                    f"gamma beats plain decoding (best gamma {rng} across the acceptance "
+                    "interval; 0 = plain decoding)")  # fmt: skip
+        s = (base + f"; suggested gamma: {self.suggested} ({how}best gamma {rng} across the "
+             "acceptance interval)")  # fmt: skip
+        if math.isfinite(self.measured) and self.measured < 1.0:
+            s += (f", but this run measured {self.measured:.2f}x at gamma {g}: the measurement, "
+                  "not theory, decides -- see the decisions")  # fmt: skip
+        return s
 
 
 def next_gamma(
@@ -670,9 +708,18 @@ def next_gamma(
     min_drafted: int = 100,
     optimal: Callable[..., int] | None = None,
     speedup: Callable[..., float] | None = None,
+    verify_cost: Any = None,
+    measured: float | None = None,
 ) -> NextGamma:
     """Theory's next gamma after a run at ``gamma``: ``accepted`` of ``drafted`` tokens and a
     draft cost ratio ``c``; a suggestion only on at least ``min_drafted`` drafted tokens.
+
+    ``verify_cost`` (a :class:`specviz.perf.theory.VerifyCost`, e.g. from
+    :func:`~specviz.perf.theory.measure_verify_cost`, as notebook 08 measures it) charges a
+    verify pass on ``g + 1`` tokens at ``v(g + 1)`` decode steps, and the suggestion comes
+    from that model: Leviathan's formula takes verification as free, which on a CPU predicted
+    1.41x beside a measured 0.70x-1.00x (notebook 10). ``measured`` is the run's own speed-up
+    at ``gamma``, printed beside both predictions.
 
     >>> next_gamma(13, 16, 0.05, gamma=2).suggested is None
     True
@@ -688,10 +735,21 @@ def next_gamma(
     if not drafted:
         lo = hi = 0.0
     predicted = {g: speedup(a, g, c) for g in range(1, max_gamma + 1)}
-    best = optimal(a, c, max_gamma=max_gamma)
-    across = (optimal(lo, c, max_gamma=max_gamma), optimal(min(hi, 0.999), c, max_gamma=max_gamma))
+    kw: dict[str, Any] = {"max_gamma": max_gamma}
+    predicted_verify: dict[int, float] = {}
+    v = math.nan
+    if verify_cost is not None:
+        kw["verify_cost"] = verify_cost
+        predicted_verify = {
+            g: speedup(a, g, c, verify_cost.ratio(g + 1)) for g in range(1, max_gamma + 1)
+        }
+        v = float(verify_cost.ratio(gamma + 1))
+    best = optimal(a, c, **kw)
+    across = (optimal(lo, c, **kw), optimal(min(hi, 0.999), c, **kw))
+    m = float(measured) if measured is not None else math.nan
     return NextGamma(a, (lo, hi), c, drafted, gamma, predicted,
-                     best if drafted >= min_drafted else None, across, min_drafted)  # fmt: skip
+                     best if drafted >= min_drafted else None, across, min_drafted,
+                     predicted_verify, v, m if m > 0 and math.isfinite(m) else math.nan)  # fmt: skip
 
 
 # -- one request at a time, on a named set of prompts (notebook 09's reconciliation with 07) ---

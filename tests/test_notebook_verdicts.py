@@ -501,11 +501,17 @@ def test_gamma_figures_use_the_palette_and_show_their_numbers():
     fig = verify_cost_figure({"packed kernels": vc, "stock kernels": vc})
     assert list(fig.data[0].text) == ["1.00", "1.30", "1.60"]
     assert fig.data[0].line.color != fig.data[1].line.color
+    # close values of two curves: labels on opposite sides; the highest label is not clipped
+    assert fig.data[0].textposition != fig.data[1].textposition
+    assert fig.layout.yaxis.range[1] > 1.6 * 1.1
     lab = pd.DataFrame(dict(policy=["constant(1)", "ema"], speedup=[0.89, 1.25],
                             tokens_per_call=[1.2, 1.9]))  # fmt: skip
     bars = policy_speedup_figure(lab)
     assert bars.data[0].marker.color == PALETTE["speculative"]
     assert bars.layout.yaxis.range[1] > 1.25  # the tallest bar and its label fit
+    # the plain-decoding line is named in the legend, not by a label over a bar
+    assert not bars.layout.annotations and bars.data[0].insidetextanchor == "start"
+    assert [t.name for t in bars.data][1:] == ["plain decoding (1x)"]
     table = pd.DataFrame(dict(category=["a", "b", "a", "b"], gamma=[2, 2, 4, 4],
                               speedup=[1.2, 0.9, 1.1, 0.8], speedup_ci_low=[1.0, 0.7, np.nan, 0.6],
                               speedup_ci_high=[1.4, 1.1, np.nan, 1.0]))  # fmt: skip

@@ -521,6 +521,16 @@ def test_gamma_figures_use_the_palette_and_show_their_numbers():
     assert cat.data[1].error_y.array[0] is None  # one prompt: no interval, none drawn
 
 
+def test_predicted_speedup_figure_marks_no_best_gamma_at_the_edge_of_its_axis():
+    """Issue 27 (08): the best gamma is searched past the axis; where it lies beyond, no
+    black marker sits on the axis's last gamma as if that were the optimum."""
+    from specviz.views.perf import predicted_speedup_figure
+
+    fig = predicted_speedup_figure((0.5, 0.9), 0.01, max_gamma=6)  # a = 0.9: best gamma 24
+    marks = [list(t.x) for t in fig.data if t.mode == "markers"]
+    assert marks == [[5]]  # a = 0.5's optimum, on the axis; none for a = 0.9
+
+
 def test_compare_with_plain_interleaves_and_sees_a_changed_text(monkeypatch):
     """11 and 12's repeated loop, in the package: plain then each arm, prompt by prompt (a
     slow spell falls on every arm alike), a fresh drafter per prompt, and an arm whose text

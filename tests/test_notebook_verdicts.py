@@ -501,11 +501,17 @@ def test_gamma_figures_use_the_palette_and_show_their_numbers():
     fig = verify_cost_figure({"packed kernels": vc, "stock kernels": vc})
     assert list(fig.data[0].text) == ["1.00", "1.30", "1.60"]
     assert fig.data[0].line.color != fig.data[1].line.color
+    # close values of two curves: labels on opposite sides; the highest label is not clipped
+    assert fig.data[0].textposition != fig.data[1].textposition
+    assert fig.layout.yaxis.range[1] > 1.6 * 1.1
     lab = pd.DataFrame(dict(policy=["constant(1)", "ema"], speedup=[0.89, 1.25],
                             tokens_per_call=[1.2, 1.9]))  # fmt: skip
     bars = policy_speedup_figure(lab)
     assert bars.data[0].marker.color == PALETTE["speculative"]
     assert bars.layout.yaxis.range[1] > 1.25  # the tallest bar and its label fit
+    # the plain-decoding line is named in the legend, not by a label over a bar
+    assert not bars.layout.annotations and bars.data[0].insidetextanchor == "start"
+    assert [t.name for t in bars.data][1:] == ["plain decoding (1x)"]
     table = pd.DataFrame(dict(category=["a", "b", "a", "b"], gamma=[2, 2, 4, 4],
                               speedup=[1.2, 0.9, 1.1, 0.8], speedup_ci_low=[1.0, 0.7, np.nan, 0.6],
                               speedup_ci_high=[1.4, 1.1, np.nan, 1.0]))  # fmt: skip
@@ -513,6 +519,16 @@ def test_gamma_figures_use_the_palette_and_show_their_numbers():
     assert [t.name for t in cat.data] == ["gamma 2", "gamma 4"]
     assert list(cat.data[0].error_y.array) == pytest.approx([0.2, 0.2])
     assert cat.data[1].error_y.array[0] is None  # one prompt: no interval, none drawn
+
+
+def test_predicted_speedup_figure_marks_no_best_gamma_at_the_edge_of_its_axis():
+    """Issue 27 (08): the best gamma is searched past the axis; where it lies beyond, no
+    black marker sits on the axis's last gamma as if that were the optimum."""
+    from specviz.views.perf import predicted_speedup_figure
+
+    fig = predicted_speedup_figure((0.5, 0.9), 0.01, max_gamma=6)  # a = 0.9: best gamma 24
+    marks = [list(t.x) for t in fig.data if t.mode == "markers"]
+    assert marks == [[5]]  # a = 0.5's optimum, on the axis; none for a = 0.9
 
 
 def test_compare_with_plain_interleaves_and_sees_a_changed_text(monkeypatch):

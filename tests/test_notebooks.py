@@ -131,8 +131,14 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "On the cost model (the measured steps at c = ",
             "95% bootstrap set {",
             "Measured here: a 7-token verify pass costs ",
+            "decode steps measured",  # the measurement printed, a fit named as one
+            "CPU: ",  # v(n) belongs to the machine that measured it
             "measured, 95% CI ",
+            # the replay of every constant gamma against the sweep's live steps (checked below)
+            "Replayed vs live (the sweep), target calls / drafted tokens: ",
+            "(drafter record)",
             "Verdicts at this size: claim 3 ",  # the line the demo's index reads
+            "; claim 10 ",  # claim 10 gets its verdict, not only its counts
         ],
         ["an interval over prompts needs at least 2"],
     ),
@@ -369,6 +375,12 @@ def run_and_check_notebook(path: Path, monkeypatch, tmp_path: Path) -> None:
     assert not missing, f"not printed: {missing}"
     wrong = [m for m in must_not if m in stdout]
     assert not wrong, f"printed: {wrong}"
+    # issue 27 (08): prompt lookup's exact record replays a constant gamma on the live steps
+    # (a step with no match is a plain decode step there too, not a verify pass)
+    for rep_calls, rep_drafted, live_calls, live_drafted in re.findall(
+        r"constant\(\d+\) (\d+) / (\d+) vs (\d+) / (\d+)", stdout
+    ):
+        assert (rep_calls, rep_drafted) == (live_calls, live_drafted), stdout
     # issue 27: the load sweeps count the prefill, so no server is busier than its span
     pairs = re.findall(r"server busy (\d+)%(?: \(spec\))? vs (\d+)%", stdout)
     busy = [int(x) for pair in pairs for x in pair]

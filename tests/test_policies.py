@@ -11,6 +11,7 @@ import specviz as sv
 from specviz.drafting import EarlyExitDrafter, ModelDrafter, PromptLookupDrafter
 from specviz.drafting import policies as P
 from specviz.lab import policy_lab
+from specviz.perf.theory import VerifyCost
 from specviz.stats import grouped_goodness_of_fit
 
 ALPHA, CONTROL_P = 1e-3, 1e-6
@@ -196,3 +197,57 @@ def test_record_from_trace_and_compare():
     )
     assert [r["policy"] for r in rows][:2] == ["constant(1)", "constant(3)"]
     assert all(r["tokens"] == 50 for r in rows)
+
+
+LOOKUP_PAIR = sv.toy_pair(8, 2, noise=1.0, seed=0)
+LOOKUP_PROMPT = [0, 1, 2, 3, 1, 2]
+
+
+def _lookup_run(gamma, n=60):
+    target, _ = LOOKUP_PAIR
+    return sv.speculative_generate(
+        target, PromptLookupDrafter(), LOOKUP_PROMPT, gamma=gamma, max_new_tokens=n
+    )
+
+
+def test_trace_record_replays_empty_lookup_steps_as_plain_decode_steps():
+    """Issue 27: prompt lookup drafts nothing where it finds no match, and live such a step is
+    one plain decode step (v(1)). A replay of the same constant gamma from the run's own
+    record must take the same steps and charge them the same: the old replay drafted gamma
+    tokens at every step and paid a verify pass on gamma + 1 tokens there."""
+    live = _lookup_run(4)
+    assert 0 in live.drafted_counts and 4 in live.drafted_counts  # both kinds of step
+    record = policy_lab.record_from_trace(live.trace)
+    v = lambda n: 1.0 + 0.5 * (n - 1)  # noqa: E731 -- a verify pass that costs real time
+    ns = tuple(range(1, 10))
+    cost = policy_lab.ReplayCost(0.05, VerifyCost(ns, tuple(v(n) for n in ns), context=0))
+    rep = policy_lab.replay(P.ConstantGamma(4), record, cost)
+    assert rep.gammas == live.drafted_counts
+    assert rep.accepted_per_call == live.accepted_counts
+    want = sum(d * 0.05 + v(d + 1) for d in live.drafted_counts)
+    assert rep.time == pytest.approx(want)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: P.ConstantGamma(1),
+        lambda: P.ConstantGamma(3),
+        lambda: P.ConstantGamma(6),
+        lambda: P.HeuristicGamma(2, max_gamma=8),
+        lambda: P.AcceptanceEMA(8, c=0.05),
+    ],
+)
+def test_drafter_record_reproduces_live_lookup_runs(make):
+    """A drafter that reads only the context (prompt lookup): its exact record gives every
+    policy the live run's steps -- drafted and accepted counts, step by step, including the
+    steps where it proposed nothing."""
+    live = _lookup_run(make())
+    record = policy_lab.record_from_drafter(
+        PromptLookupDrafter(), LOOKUP_PROMPT, live.new_tokens, max_gamma=8
+    )
+    rep = policy_lab.replay(make(), record, policy_lab.ReplayCost(draft_step=0.05))
+    assert rep.gammas == live.drafted_counts
+    assert rep.accepted_per_call == live.accepted_counts
+    with pytest.raises(ValueError, match="at most 8"):
+        policy_lab.replay(P.ConstantGamma(9), record, policy_lab.ReplayCost(0.05))

@@ -46,6 +46,31 @@ def test_closed_forms():
     assert cost.ratio(5) == pytest.approx((1.1 + 1.9 * 3 / 7) / 1.0)
 
 
+def test_the_best_gamma_is_searched_until_the_formula_turns_down():
+    """Issue 27 (08): a search capped at the largest gamma shown printed its edge as the
+    optimum -- "best_leviathan 10" at a = 0.7-0.9, "predicted best gamma 6" at a = 0.72 --
+    while the formula still rose there."""
+    a, c = 0.72, 0.01
+    assert th.optimal_gamma(a, c, max_gamma=6) == 6  # the capped answer: the edge
+    best = th.search_optimal_gamma(a, c)
+    assert best.gamma > 6 and not best.at_cap and best.label == f"gamma {best.gamma}"
+    assert th.speedup(a, best.gamma - 1, c) < best.speedup > th.speedup(a, best.gamma + 1, c)
+    # with a growing verify cost too: a true interior optimum
+    cost = th.VerifyCost((1, 2, 9), (1.0, 1.1, 3.0), context=64)
+    b2 = th.search_optimal_gamma(0.8, 0.05, verify_cost=cost)
+    s = [th.speedup(0.8, g, 0.05, cost.ratio(g + 1)) for g in (b2.gamma - 1, b2.gamma + 1)]
+    assert not b2.at_cap and max(s) < b2.speedup
+    # still rising at the cap: said so, never passed off as the optimum
+    edge = th.search_optimal_gamma(0.999, 0.0, cap=10)
+    assert edge.at_cap and edge.gamma == 10 and edge.label == "at least gamma 10 (edge of range)"
+    # the theory table searches past the figure's axis by default
+    for row in th.predicted_best_gammas([0.7, 0.8, 0.9], c, cost):
+        g = row["best_leviathan"]
+        assert not row["leviathan_at_edge"] and not row["with_verify_at_edge"]
+        assert th.speedup(row["a"], g + 1, c) < row["speedup_leviathan"]
+    assert th.predicted_best_gammas([0.9], c)[0]["best_leviathan"] > 10
+
+
 @pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
 def test_bad_rates_are_refused(bad):
     with pytest.raises(ValueError, match="probability"):
@@ -270,3 +295,14 @@ def test_verify_cost_figure_shows_the_measurement_and_the_fit():
 
     for f in (fig, clean):
         assert all(_has_colour(t.to_plotly_json()) for t in f.data)
+
+
+def test_verify_cost_prints_the_measurement_and_names_the_fit():
+    """Issue 27 (08): "a 7-token verify pass costs ... 2.57 decode steps on stock kernels" was
+    the non-decreasing fit (2.62 and 2.52 pooled) while the figure labelled the point 2.52."""
+    vc = th.VerifyCost((1, 6, 7), (1.0, 2.62, 2.52), context=64)
+    assert vc.ratio(7) == pytest.approx(2.57)  # the fit the predictions use
+    text = vc.describe(7)
+    assert text.startswith("2.52 decode steps measured") and "fit: 2.57" in text
+    plain = th.VerifyCost((1, 2), (1.0, 1.5), context=64)
+    assert plain.describe(2) == "1.50 decode steps measured"  # no fit to name

@@ -16,6 +16,7 @@ from ..perf.theory import VerifyCost, above_call_bound
 __all__ = [
     "TokenRecord",
     "record_from_trace",
+    "record_from_drafter",
     "record_teacher_forced",
     "ReplayCost",
     "ReplayResult",
@@ -49,11 +50,22 @@ class TokenRecord:
     rejection* (where the live draft conditions on its own wrong token) is not in the record,
     so :class:`ConfidenceStop` may draft a different number of doomed tokens there. For
     sampled runs and context-window drafters (n-gram) the record is an approximation.
+
+    A drafter that may propose fewer tokens than gamma asks (prompt lookup proposes nothing
+    where the text has no earlier match) also records, per position t, ``proposal[t]``: the
+    most tokens it proposes for a step starting at t (0: none, the step is a plain decode
+    step; -1: no limit known). ``matched[t]``, where given, is how many leading tokens of that
+    proposal equal the text (exact for a drafter that reads only the context), and replaces
+    ``accept`` position by position. ``max_draft``: the longest draft the record knows about
+    (``None``: any).
     """
 
     accept: tuple[float, ...]
     top_prob: tuple[float, ...]  # NaN where unknown
     source: str = ""
+    proposal: tuple[int, ...] = ()  # empty: the drafter proposes whatever gamma asks
+    matched: tuple[int, ...] = ()  # empty: draw the acceptances from ``accept``
+    max_draft: int | None = None
 
 
 def record_from_trace(trace: Any, *, fill: float | None = None) -> TokenRecord:
@@ -73,7 +85,79 @@ def record_from_trace(trace: Any, *, fill: float | None = None) -> TokenRecord:
     drafted = sum(s.drafted for s in trace.steps)
     rate = sum(s.accepted for s in trace.steps) / drafted if drafted else 0.0
     fill = rate if fill is None else fill
-    return TokenRecord(tuple(fill if a is None else a for a in accept), tuple(top), source="trace")
+    return TokenRecord(
+        tuple(fill if a is None else a for a in accept),
+        tuple(top),
+        source="trace",
+        proposal=_trace_proposals(trace, n_tokens),
+    )
+
+
+def _trace_proposals(trace: Any, n_tokens: int) -> tuple[int, ...]:
+    """Per position, the most tokens the traced drafter proposed for a step starting there
+    (-1: no limit known), from a run at one constant gamma G: a step that drafted ``d < G``
+    tokens ran out of proposal (prompt lookup: ``d = 0`` where it found no match), so a step
+    starting there drafts at most ``d``, and one starting ``j`` tokens later inside it at
+    most ``d - j`` (the rest of the same match, while the text kept it); a step that drafted
+    G says nothing. Under a gamma policy (the gamma asked varies) nothing is known: empty."""
+    meta = getattr(trace, "meta", None) or {}
+    G = meta.get("gamma")
+    if meta.get("gamma_policy") is not None or not isinstance(G, int) or isinstance(G, bool):
+        return ()
+    out = [-1] * n_tokens
+    for s in trace.steps:
+        if s.drafted >= G or not 0 <= s.position < n_tokens:
+            continue
+        out[s.position] = s.drafted
+        # inside the step, up to its last kept draft (the text matched the proposal so far)
+        for j in range(1, min(s.accepted + 1, s.drafted, n_tokens - s.position)):
+            out[s.position + j] = s.drafted - j
+    return tuple(out)
+
+
+def record_from_drafter(
+    drafter: Any,
+    prompt: Sequence[int] | torch.Tensor,
+    new_tokens: Sequence[int],
+    *,
+    max_gamma: int,
+) -> TokenRecord:
+    """Exact record of a drafter whose proposal depends only on the context (prompt lookup):
+    at every position t it proposes (up to ``max_gamma`` tokens) after prompt + the first t
+    generated tokens, as it would in a live step starting there; ``proposal[t]`` is how many
+    it proposed (0: no match, the step is a plain decode step) and ``matched[t]`` how many of
+    them equal the text (greedy verification keeps exactly those). A replay of
+    ``ConstantGamma(g)`` (``g <= max_gamma``) then takes the live run's steps.
+    ``accept[t]``: whether the first token proposed at t is right (NaN where none is)."""
+    from ..drafting.base import Draft
+
+    if not getattr(drafter, "deterministic", False):
+        raise ValueError(f"{getattr(drafter, 'name', drafter)!r} draws: no exact record")
+    max_gamma = _count("max_gamma", max_gamma, 1)
+    prompt_t = torch.as_tensor(list(prompt) if not torch.is_tensor(prompt) else prompt.tolist())
+    new = [int(x) for x in new_tokens]
+    full = torch.cat([prompt_t.long(), torch.tensor(new, dtype=torch.long)])
+    gen = torch.Generator().manual_seed(0)
+    proposal, matched, accept = [], [], []
+    for t in range(len(new)):
+        prop = drafter.propose(full[: prompt_t.numel() + t], max_gamma, gen)
+        if not isinstance(prop, Draft):
+            raise TypeError(f"{drafter.name!r} proposed a {type(prop).__name__}, not a chain")
+        toks = prop.tokens.tolist()
+        m = 0
+        while m < len(toks) and t + m < len(new) and toks[m] == new[t + m]:
+            m += 1
+        proposal.append(len(toks))
+        matched.append(m)
+        accept.append(float(m > 0) if toks else math.nan)
+    return TokenRecord(
+        tuple(accept),
+        (math.nan,) * len(new),
+        source="drafter",
+        proposal=tuple(proposal),
+        matched=tuple(matched),
+        max_draft=max_gamma,
+    )
 
 
 @torch.inference_mode()
@@ -141,10 +225,13 @@ def replay(
 ) -> ReplayResult:
     """Run ``policy`` against a recorded text: no model is called.
 
-    At each step the policy picks gamma; the drafts at positions t..t+gamma-1 are accepted
-    while their recorded acceptance says so (probabilities in (0, 1) are drawn with one
-    seeded Generator, one uniform per position, shared by every policy so that they face the
-    same luck); the step emits the accepted drafts plus one target token.
+    At each step the policy picks gamma, capped by what the drafter proposes there
+    (``record.proposal``: where it proposes nothing, the step drafts nothing and costs one
+    plain decode step, ``v(1)``, as it did live); the drafts at positions t..t+gamma-1 are
+    accepted while their recorded acceptance says so (``record.matched`` where recorded;
+    else probabilities in (0, 1) are drawn with one seeded Generator, one uniform per
+    position, shared by every policy so that they face the same luck); the step emits the
+    accepted drafts plus one target token.
     """
     pol = as_policy(policy)
     pol.start()
@@ -159,11 +246,21 @@ def replay(
     while t < n:
         want = _count("next_gamma()", int(pol.next_gamma()), 0)
         k = min(want, n - t - 1)
+        if record.max_draft is not None and k > record.max_draft:
+            raise ValueError(
+                f"{pol!r} drafts {k} tokens; the record knows proposals of at most "
+                f"{record.max_draft}"
+            )
+        if record.proposal and record.proposal[t] >= 0:
+            k = min(k, record.proposal[t])  # the drafter proposes no more here
         if k > 0:
             k = pol.draft_length(k, record.top_prob[t : t + k])
-        m = 0
-        while m < k and ok[t + m]:
-            m += 1
+        if record.matched:
+            m = min(k, record.matched[t])
+        else:
+            m = 0
+            while m < k and ok[t + m]:
+                m += 1
         d_time = k * cost.draft_step
         v_time = cost.verify_time(k + 1)
         total += d_time + v_time

@@ -38,6 +38,9 @@ __all__ = [
     "expected_tokens_per_call_positional",
     "accepted_count_law",
     "speedup",
+    "GAMMA_SEARCH_CAP",
+    "OptimalGamma",
+    "search_optimal_gamma",
     "speedup_positional",
     "optimal_gamma",
     "VerifyCost",
@@ -164,6 +167,58 @@ def optimal_gamma(
     return best
 
 
+#: How far :func:`search_optimal_gamma` looks: past it a best gamma is printed as "at least".
+GAMMA_SEARCH_CAP = 64
+
+
+@dataclass(frozen=True)
+class OptimalGamma:
+    """The best gamma a prediction found (0 = plain decoding), its predicted speed-up, and
+    whether the search stopped at its cap while the prediction still rose there
+    (``at_cap``: the optimum is at least ``gamma``, not ``gamma``)."""
+
+    gamma: int
+    speedup: float
+    at_cap: bool
+
+    @property
+    def label(self) -> str:
+        """``"gamma 7"``, ``"gamma 0 (plain)"``, or ``"at least gamma 64 (edge of range)"``."""
+        if self.at_cap:
+            return f"at least gamma {self.gamma} (edge of range)"
+        return "gamma 0 (plain)" if self.gamma == 0 else f"gamma {self.gamma}"
+
+
+def search_optimal_gamma(
+    a: float | Sequence[float],
+    c: float,
+    *,
+    verify_cost: VerifyCost | None = None,
+    cap: int = GAMMA_SEARCH_CAP,
+) -> OptimalGamma:
+    """:func:`optimal_gamma` without a range that decides the answer: every gamma up to
+    ``cap`` is tried, so the best one is where the prediction turns down; if it still rises
+    at ``cap``, the result says so (``at_cap``) instead of passing the edge off as the optimum.
+
+    >>> optimal_gamma(0.72, 0.01, max_gamma=6), search_optimal_gamma(0.72, 0.01).gamma
+    (6, 10)
+    >>> search_optimal_gamma(0.999, 0.0, cap=10).label
+    'at least gamma 10 (edge of range)'
+    """
+    cap = _check_gamma(cap)
+    best = optimal_gamma(a, c, max_gamma=cap, verify_cost=verify_cost)
+    v = verify_cost.ratio(best + 1) if verify_cost is not None else 1.0
+    s = 1.0 / v if best == 0 else speedup_positional(_betas(a, best), c, v)
+    if best < cap:
+        return OptimalGamma(best, s, False)
+    prev = speedup_positional(_betas(a, cap - 1), c, _ratio(verify_cost, cap)) if cap > 1 else 1.0
+    return OptimalGamma(best, s, s > prev + 1e-12)
+
+
+def _ratio(verify_cost: VerifyCost | None, n: int) -> float:
+    return verify_cost.ratio(n) if verify_cost is not None else 1.0
+
+
 def _betas(a: float | Sequence[float], g: int) -> list[float]:
     if isinstance(a, (int, float)):
         return [float(a)] * g
@@ -221,6 +276,20 @@ class VerifyCost:
     def measured_ratio(self, n: int) -> float:
         """The raw measurement at a timed ``n``: seconds(n) / seconds(1), before the fit."""
         return self.seconds[self.tokens.index(n)] / self.seconds[0]
+
+    def describe(self, n: int) -> str:
+        """``v(n)`` in words, the measurement first and the fit the predictions use named as a
+        fit where it differs: ``"2.52 decode steps measured (non-decreasing fit: 2.57)"``.
+
+        >>> VerifyCost((1, 2, 3), (1.0, 2.62, 2.52), 0).describe(3)
+        '2.52 decode steps measured (non-decreasing fit: 2.57)'
+        """
+        fit = self.ratio(n)
+        if n not in self.tokens:
+            return f"{fit:.2f} decode steps (non-decreasing fit, n = {n} not timed)"
+        raw = self.measured_ratio(n)
+        s = f"{raw:.2f} decode steps measured"
+        return s if abs(raw - fit) < 5e-3 else s + f" (non-decreasing fit: {fit:.2f})"
 
     def time(self, n: int) -> float:
         """Seconds for a call on ``n`` tokens, from the non-decreasing fit (linear
@@ -343,27 +412,39 @@ def predicted_best_gammas(
     c: float,
     verify_cost: VerifyCost | None = None,
     *,
-    max_gamma: int = 8,
+    max_gamma: int = GAMMA_SEARCH_CAP,
 ) -> list[dict[str, Any]]:
     """Per acceptance rate: the best gamma in 0..max_gamma (0 = plain decoding) by Leviathan's
-    formula and with the verify cost, their predicted speedups, and whether the latter rests
-    on an extrapolated verify cost (``gamma + 1`` past the measured tokens).
+    formula and with the verify cost (:func:`search_optimal_gamma`), their predicted speedups,
+    whether the search reached ``max_gamma`` with the prediction still rising there
+    (``*_at_edge``: the best gamma is then *at least* the printed one), and whether the verify
+    cost's best rests on an extrapolated verify cost (``gamma + 1`` past the measured tokens).
 
     >>> predicted_best_gammas([0.1], 0.5, max_gamma=4)[0]["best_leviathan"]
     0
+    >>> row = predicted_best_gammas([0.9], 0.01, max_gamma=10)[0]
+    >>> row["best_leviathan"], row["leviathan_at_edge"]
+    (10, True)
     """
     if c is None or not math.isfinite(c) or c < 0:
         raise ValueError(f"the theory needs the measured draft cost ratio c, got {c!r}")
     rows = []
     for a in acceptances:
-        b1 = optimal_gamma(a, c, max_gamma=max_gamma)
-        row: dict[str, Any] = dict(a=a, c=c, best_leviathan=b1, speedup_leviathan=speedup(a, b1, c))
+        b1 = search_optimal_gamma(a, c, cap=max_gamma)
+        row: dict[str, Any] = dict(
+            a=a,
+            c=c,
+            best_leviathan=b1.gamma,
+            speedup_leviathan=speedup(a, b1.gamma, c),
+            leviathan_at_edge=b1.at_cap,
+        )
         if verify_cost is not None:
-            b2 = optimal_gamma(a, c, max_gamma=max_gamma, verify_cost=verify_cost)
+            b2 = search_optimal_gamma(a, c, cap=max_gamma, verify_cost=verify_cost)
             row.update(
-                best_with_verify=b2,
-                speedup_with_verify=speedup(a, b2, c, verify_cost.ratio(b2 + 1)),
-                extrapolated=verify_cost.extrapolated(b2 + 1),
+                best_with_verify=b2.gamma,
+                speedup_with_verify=speedup(a, b2.gamma, c, verify_cost.ratio(b2.gamma + 1)),
+                with_verify_at_edge=b2.at_cap,
+                extrapolated=verify_cost.extrapolated(b2.gamma + 1),
             )
         rows.append(row)
     return rows

@@ -28,16 +28,21 @@ def verify_cost_figure(
     fig = go.Figure()
     cols = series(curves)
     ns: list[int] = []
-    for label, vc in curves.items():
+    top = 1.0
+    for i, (label, vc) in enumerate(curves.items()):
         xs = list(vc.tokens)
         raw = [vc.measured_ratio(n) for n in xs]
         fit = [vc.ratio(n) for n in xs]
         ns = sorted(set(ns) | set(xs))
+        top = max(top, *raw, *fit)
         monotone = all(abs(a - b) < 1e-9 for a, b in zip(raw, fit, strict=True))
         fig.add_trace(
             go.Scatter(x=xs, y=raw, name=f"measured v(n), {label}",
                        mode="lines+markers+text" if monotone else "markers+text",
-                       text=[f"{y:.2f}" for y in raw], textposition="top center",
+                       # labels above the first curve, below the second: close values
+                       # of two curves would print over each other
+                       text=[f"{y:.2f}" for y in raw],
+                       textposition="top center" if i % 2 == 0 else "bottom center",
                        line=dict(color=cols[label]), marker=dict(color=cols[label])),
         )  # fmt: skip
         if not monotone:
@@ -53,7 +58,8 @@ def verify_cost_figure(
     fig.update_layout(
         title=title or f"Verify pass cost vs tokens fed{ctx}",
         xaxis=dict(title="tokens fed to the target (gamma + 1)", dtick=1),
-        yaxis=dict(title="time / one decode step", rangemode="tozero"),
+        # headroom above the highest point so that its label is not clipped
+        yaxis=dict(title="time / one decode step", range=[0, top * 1.15]),
         height=360,
     )
     return fig
@@ -62,18 +68,22 @@ def verify_cost_figure(
 def policy_speedup_figure(lab: Any, *, title: str | None = None) -> go.Figure:
     """Replayed speedup per policy (rows of :func:`specviz.lab.policy_lab.compare_policies`:
     ``policy``, ``speedup``, ``tokens_per_call``): vermillion bars (speculative decoding),
-    labelled inside with the speedup and tokens per call (the plain-decoding line at 1 crosses
-    no label); the dotted line is plain decoding."""
+    labelled inside at their foot with the speedup and tokens per call (the plain-decoding
+    line at 1 crosses no label of a bar taller than about a third); the dotted line is plain
+    decoding, named in the legend (a label on the line would sit on a bar)."""
     ys = [float(v) for v in lab["speedup"]]
     fig = go.Figure(
         go.Bar(x=list(lab["policy"]), y=ys, marker_color=color("speculative"),
                text=[f"{y:.2f}x<br>{t:.2f} tok/call" for y, t in zip(ys, lab["tokens_per_call"],
                                                                       strict=True)],
-               textposition="inside", insidetextanchor="end", textfont=dict(color="white"),
+               textposition="inside", insidetextanchor="start", textfont=dict(color="white"),
                name="replayed"),
     )  # fmt: skip
-    fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"],
-                  annotation_text="plain decoding")  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"])
+    fig.add_trace(
+        go.Scatter(x=[None], y=[None], mode="lines", name="plain decoding (1x)",
+                   line=dict(color=PALETTE["plain"], dash="dot")),
+    )  # fmt: skip
     top = max([1.0, *[y for y in ys if math.isfinite(y)]])
     fig.update_layout(
         title=title or "Replayed speedup per policy (labels: speedup, tokens per call)",

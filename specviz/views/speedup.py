@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..perf.theory import VerifyCost, optimal_gamma, speedup
+from ..perf.theory import VerifyCost, search_optimal_gamma, speedup
 from . import palette
 from .palette import PALETTE, THEORY_COLOR
 
@@ -83,7 +83,8 @@ def predicted_speedup_figure(
     (with ``verify_cost``). One hue per acceptance rate in both panels. Where ``gamma + 1``
     is past the largest measured ``n`` the verify cost is extrapolated: those points are
     dotted with open markers. Black markers: the best gamma of each curve (open when it
-    sits on an extrapolated point)."""
+    sits on an extrapolated point; none where it lies past ``max_gamma``: the edge of the
+    axis is not the optimum)."""
     c = _check_c(c)
     gs = list(range(0, int(max_gamma) + 1))
     colors = palette.series([f"a={a}" for a in acceptances])
@@ -99,7 +100,7 @@ def predicted_speedup_figure(
         lev = [speedup(a, g, c) for g in gs]
         fig.add_trace(go.Scatter(x=gs, y=lev, name=grp, legendgroup=grp, mode="lines+markers",
                                  line=dict(color=col)), row=1, col=1)  # fmt: skip
-        _best_mark(fig, grp, optimal_gamma(a, c, max_gamma=gs[-1]), lev, False, 1)
+        _best_mark(fig, grp, search_optimal_gamma(a, c).gamma, lev, False, 1)
         if verify_cost is None:
             continue
         ver = [speedup(a, g, c, verify_cost.ratio(g + 1)) for g in gs]
@@ -119,14 +120,15 @@ def predicted_speedup_figure(
                            "<extra></extra>"),
                 row=1, col=2,
             )  # fmt: skip
-        b2 = optimal_gamma(a, c, max_gamma=gs[-1], verify_cost=verify_cost)
+        b2 = search_optimal_gamma(a, c, verify_cost=verify_cost).gamma
         _best_mark(fig, grp, b2, ver, b2 + 1 > measured_n, 2)
     for k in range(1, len(panels) + 1):
         fig.add_hline(y=1.0, line_dash="dot", line_color=PALETTE["plain"], row=1, col=k)
     fig.update_xaxes(title_text="gamma (0 = plain decoding)", dtick=1)
     fig.update_yaxes(title_text="speedup over plain decoding", row=1, col=1)
     fig.update_layout(
-        title=title or f"Predicted speedup vs gamma (measured c = {c:.3f}; black: best gamma)",
+        title=title
+        or f"Predicted speedup vs gamma (measured c = {c:.3f}; black: best gamma, if on the axis)",
         height=420,
         legend=dict(orientation="h", y=-0.2),
     )
@@ -136,6 +138,8 @@ def predicted_speedup_figure(
 def _best_mark(
     fig: go.Figure, grp: str, g: int, ys: Sequence[float], open_: bool, col: int
 ) -> None:
+    if g >= len(ys):  # the best gamma lies past the axis: no marker at its edge
+        return
     fig.add_trace(
         go.Scatter(x=[g], y=[ys[g]], mode="markers", showlegend=False, legendgroup=grp,
                    marker=dict(size=11, color=THEORY_COLOR,

@@ -40,7 +40,7 @@ from ._discrete import (
     homogeneity,
     outcome_key,
 )
-from ._estimates import estimate_kl, estimate_tv, kl_divergence, tv_distance
+from ._estimates import MIN_UNITS_FOR_CI, estimate_kl, estimate_tv, kl_divergence, tv_distance
 from ._greedy import greedy_consistency
 from ._multiple import adjust_pvalues
 from ._pit import pit_uniformity, randomized_pit
@@ -92,6 +92,7 @@ __all__ = [
     "GroupedGofResult",
     "HomogeneityResult",
     "ImpossibleOutcomeError",
+    "MIN_UNITS_FOR_CI",
     "Method",
     "MultipleTestResult",
     "PairedBettingTest",

@@ -138,9 +138,9 @@ def category_speedup_figure(
 def bars_note(table: Any) -> str:
     """What the error bars of :func:`category_speedup_figure` are, from the table's
     ``prompts`` column: "bars: 95% interval over prompts", or with fewer than
-    :data:`specviz.lab.verdicts.MIN_UNITS_FOR_CI` prompts in some bar "bars: range over 2
+    :data:`specviz.stats.MIN_UNITS_FOR_CI` prompts in some bar "bars: range over 2
     prompts (too few for a 95% interval)" -- the words the printed speed-up lines use."""
-    from ..lab.verdicts import MIN_UNITS_FOR_CI
+    from ..stats import MIN_UNITS_FOR_CI
 
     sub = table[table.gamma > 0] if "gamma" in table.columns else table
     n = [int(x) for x in sub["prompts"]] if "prompts" in sub.columns else []

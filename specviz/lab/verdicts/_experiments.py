@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...checks.report import outcome_phrase
+from ...stats import MIN_UNITS_FOR_CI  # noqa: F401 (re-exported: verdicts.MIN_UNITS_FOR_CI)
 from ._single_run import CONTRADICTS, ClaimLine
 
 __all__ = [
@@ -58,11 +59,6 @@ SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell
 
 
 # -- a ratio between two arms, with an interval over prompts ----------------------------------
-
-#: Fewest prompts whose bootstrap interval is printed as a 95% interval. Over 2 prompts a
-#: percentile bootstrap returns little more than the two values' range (4 equally likely
-#: resamples), whose coverage is nowhere near 95% (09 printed "95% CI 0.86x-0.86x").
-MIN_UNITS_FOR_CI = 3
 
 
 def interval_label(

@@ -645,7 +645,7 @@ def test_claim_2_says_two_prompts_per_category_can_hardly_decide():
 
     _, line = coverage_verdict(_coverage_rows(2))
     assert "cannot tell" in line
-    assert "even categories that never overlap would give p = 0.038 at best" in line
+    assert "even categories that never overlap would give p = 0.0383 at best" in line
     assert "2 per category can hardly decide" in line and "from 3 prompts per category" in line
     assert kruskal_best_p([2] * 2) > 0.05  # 2 categories x 2 prompts: cannot decide at all
     _, line2 = coverage_verdict(_coverage_rows(2, categories=2))

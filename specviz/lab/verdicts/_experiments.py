@@ -619,7 +619,7 @@ def coverage_verdict(
         need = next(
             (k for k in range(m, 101) if kruskal_best_p([k] * len(sizes)) < alpha / 10), None
         )
-        room = (f"even categories that never overlap would give p = {best:.2g} at best with "
+        room = (f"even categories that never overlap would give p = {best:.3g} at best with "
                 f"{m if m == max(sizes) else f'{m}-{max(sizes)}'} prompts per category")  # fmt: skip
         if best >= alpha:
             room += ", so this design cannot decide at all"

@@ -134,3 +134,63 @@ def test_claim_2_reversed_on_seeded_toy_runs_prints_not_supported():
     assert e.verdict == NOT_SUPPORTED and e.ci[1] < 0
     assert "claim 2 not supported at this size" in e.sentence()
     assert task_type_effect(strong, weak, drafter="toy").verdict == SUPPORTS
+
+
+# -- issue 27 (rereview 03): a fall is not slower growth; claim 10 per category; the clock -----
+
+
+def test_claim_3_a_fall_in_tokens_per_call_is_not_support():
+    """03's structured cell: tokens per call 1.74 -> 1.69 -> 1.57 over gammas 2/4/6 (each gamma's
+    run sampled its own texts). The second difference is negative -- the old rule said
+    "supports" -- but tokens per call fell, which slower growth is not."""
+    counts = _prompts(
+        lambda i: {2: [1, 1, 0, 2, 1] * 6, 4: [1, 0, 2, 1, 0] * 6, 6: [0, 1, 0, 2, 0] * 6}, 5
+    )
+    v = diminishing_returns(counts)
+    assert v.estimate < 0 and v.ci[1] < 0  # the second difference alone: "supports"
+    assert v.verdict == CANNOT_TELL
+    assert "tokens per call fell from gamma 2 to 4" in v.reason
+    assert "acceptance differed between the gamma runs (gamma 2: " in v.reason
+    assert "supports" not in v.sentence()
+
+
+def test_claim_3_growth_inside_the_noise_is_not_support():
+    # prompt by prompt, gamma 6 gains over gamma 4 for half the prompts and loses for the other
+    # half: the pooled gain is positive but its interval holds 0 -- no growth shown at that step
+    up = {2: [2, 2, 1, 2] * 8, 4: [3, 2, 2, 3] * 8, 6: [4, 3, 2, 4] * 8}
+    down = {2: [2, 2, 1, 2] * 8, 4: [3, 2, 2, 3] * 8, 6: [2, 2, 2, 2] * 8}
+    counts = {f"p{i}": (up if i % 2 else down) for i in range(6)}
+    v = diminishing_returns(counts)
+    assert v.verdict == CANNOT_TELL
+    assert "did not grow beyond the noise" in v.reason
+
+
+def test_claim_10_per_category_does_not_inherit_the_pooled_cue():
+    from specviz.lab.analysis import first_rejection_share, per_group_verdicts
+
+    heavy = {f"h{i}": {2: [0, 0, 0, 0, 0, 2]} for i in range(10)}
+    light = {f"c{i}": {2: [0, 2, 1, 2, 2, 1]} for i in range(3)}
+    counts = {**heavy, **light}
+    assert first_rejection_share(counts).verdict == SUPPORTS  # pooled: the cue fires
+    cat = {u: ("heavy" if u.startswith("h") else "code") for u in counts}
+    vs = per_group_verdicts(first_rejection_share, counts, cat)
+    assert vs["heavy"].verdict == SUPPORTS
+    assert vs["code"].verdict == NOT_SUPPORTED
+    assert vs["code"].sentence().startswith("Claim 10 (code): ")
+    assert "no cue to shorten gamma here" in vs["code"].sentence()
+
+
+def test_gamma_speed_ratio_says_inside_the_noise():
+    from specviz.lab.analysis import gamma_speed_ratio
+
+    # math at gamma 2 vs 6 on the page: 12.1 vs 11.7 median tok/s, prompts either way
+    sp = {"m0": {2: 12.1, 6: 11.7}, "m1": {2: 10.5, 6: 11.9}, "m2": {2: 12.6, 6: 11.5},
+          "m3": {2: 11.0, 6: 11.8}, "m4": {2: 12.3, 6: 11.6}}  # fmt: skip
+    r = gamma_speed_ratio(sp, 2, 6)
+    assert r.verdict == "inside the noise" and r.ci[0] < 1 < r.ci[1]
+    assert "95% CI " in r.phrase() and "over 5 prompts" in r.phrase()
+    fast = {f"s{i}": {2: 13.0 + 0.2 * i, 6: 9.9} for i in range(5)}
+    assert gamma_speed_ratio(fast, 2, 6).verdict == "gamma 2 faster"
+    assert gamma_speed_ratio(fast, 6, 2).verdict == "gamma 2 faster"
+    two = gamma_speed_ratio({"a": {2: 10.0, 6: 9.0}, "b": {2: 11.0, 6: 9.5}}, 2, 6)
+    assert "range " in two.phrase() and "too few for a 95% interval" in two.phrase()

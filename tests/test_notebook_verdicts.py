@@ -633,3 +633,45 @@ def test_one_slow_run_cannot_move_the_speed_up():
     # a quiet run is untouched: no note, every prompt timed
     quiet = dict(inter, seconds=[*inter["seconds"][:2], 20.0, *inter["seconds"][3:]])
     assert len(speed_lines(plain, quiet, "intersection")) == 1
+
+
+# -- issue 27 (rereview 12): coverage over 2 prompts is a range; claim 2's power; on the toy ---
+
+
+def _coverage_rows(per_category: int, categories: int = 8) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    rows = [dict(category=f"c{c}", prompt=f"c{c}-{p}", position=k, coverage=float(rng.random()))
+            for c in range(categories) for p in range(per_category) for k in range(12)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_coverage_over_two_prompts_is_a_range_not_a_95_interval():
+    cov = _coverage_rows(2)
+    table, line = coverage_verdict(cov)
+    means = cov.groupby(["category", "prompt"]).coverage.mean()
+    for cat, r in table.iterrows():
+        assert r.interval.startswith("range ") and "over 2 prompts, too few for a 95%" in r.interval
+        assert (r.ci_low, r.ci_high) == pytest.approx((means[cat].min(), means[cat].max()))
+    three, _ = coverage_verdict(_coverage_rows(3))
+    assert all(s.startswith("95% CI ") and "over 3 prompts" in s for s in three.interval)
+
+
+def test_claim_2_says_two_prompts_per_category_can_hardly_decide():
+    from specviz.lab.verdicts import kruskal_best_p
+
+    _, line = coverage_verdict(_coverage_rows(2))
+    assert "cannot tell" in line
+    assert "even categories that never overlap would give p = 0.0383 at best" in line
+    assert "2 per category can hardly decide" in line and "from 3 prompts per category" in line
+    assert kruskal_best_p([2] * 2) > 0.05  # 2 categories x 2 prompts: cannot decide at all
+    _, line2 = coverage_verdict(_coverage_rows(2, categories=2))
+    assert "this design cannot decide at all" in line2
+
+
+def test_exactness_lines_say_what_they_were_measured_on():
+    lines = exactness_lines(_exact(), 2000, 1e-3, on="the toy (target over a b ab)")
+    c6 = next(s for s in lines if s.startswith("Claim 6: "))
+    c9 = next(s for s in lines if s.startswith("Claim 9: "))
+    assert "consistent with the exact law on the toy (target over a b ab) at alpha" in c6
+    assert "shortcuts rejected on the toy (target over a b ab) at alpha" in c9
+    assert "on the toy" not in "\n".join(exactness_lines(_exact(), 2000, 1e-3))

@@ -105,6 +105,12 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "What the shortest gamma measured",
             "% CI ",
             "Verdicts at this size: claim 2 ",
+            # issue 27 (rereview 03): per-gamma acceptance, claims 3 and 10 per category, and
+            # the clock's comparisons prompt by prompt with an interval
+            "Per gamma, every category pooled (each gamma's runs sampled their own texts): ",
+            "Claim 3 (structured): ",
+            "Claim 10 (structured): ",
+            "gamma 2 / gamma 4 per prompt ",
         ],
         ["an interval over prompts needs at least 2", "an interval needs at least 2"],
     ),
@@ -241,6 +247,8 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "Claim 6: 1 of 1 lossless rules consistent",
             "Claim 7: greedy identical to plain decoding: ",
             "Claim 9: 3 of 3 shortcuts rejected",
+            # issue 27 (rereview 12): claims 6 and 9 say they were decided on the toy
+            "rejected on the stated toy (target over ",
             "Claim 11: tokens per target call with intersection drafting",
             "Speed, string: wall-clock speed-up",
         ],

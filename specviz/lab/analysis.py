@@ -21,9 +21,14 @@ from .verdicts import _rejections, _task_types
 from .verdicts._rejections import (
     AcceptedCounts,
     IntervalVerdict,
+    SpeedRatio,
     diminishing_returns,
     first_rejection_excess,
     first_rejection_share,
+    gamma_profile,
+    gamma_speed_ratio,
+    per_group_verdicts,
+    prompt_speeds,
 )
 from .verdicts._task_types import (
     FORMATTED_CATEGORIES,
@@ -53,6 +58,11 @@ __all__ = [
     "diminishing_returns",
     "first_rejection_excess",
     "first_rejection_share",
+    "SpeedRatio",
+    "gamma_profile",
+    "gamma_speed_ratio",
+    "per_group_verdicts",
+    "prompt_speeds",
 ]
 
 # the other names of the former single module (constants, private helpers), reachable as before

@@ -43,6 +43,7 @@ __all__ = [
     "greedy_identity_line",
     "mixed_precision_line",
     "coverage_verdict",
+    "kruskal_best_p",
     "first_token_tv_note",
     "NextGamma",
     "next_gamma",
@@ -62,21 +63,32 @@ SUPPORTS, NOT_SUPPORTED, CANNOT_TELL = "supports", "not supported", "cannot tell
 
 
 def interval_label(
-    lo: float, hi: float, units: int, *, level: float = 0.95, sep: str = "-", over: bool = True
+    lo: float,
+    hi: float,
+    units: int,
+    *,
+    level: float = 0.95,
+    sep: str = "-",
+    over: bool = True,
+    fmt: str = "{:.2f}x",
 ) -> str:
     """How an interval over ``units`` prompts is printed: ``"95% CI 1.29x-1.64x over 3
     prompts"``, or with fewer than :data:`MIN_UNITS_FOR_CI` prompts ``"range 1.29x-1.64x over 2
     prompts, too few for a 95% interval"`` -- the same numbers, named by what they are.
+    ``fmt`` formats each bound (a ratio by default; ``"{:.3f}"`` for a share).
 
     >>> interval_label(1.29, 1.64, 3)
     '95% CI 1.29x-1.64x over 3 prompts'
     >>> interval_label(1.29, 1.64, 2)
     'range 1.29x-1.64x over 2 prompts, too few for a 95% interval'
+    >>> interval_label(0.635, 0.988, 2, fmt="{:.3f}")
+    'range 0.635-0.988 over 2 prompts, too few for a 95% interval'
     """
     where = f" over {units} prompts" if over else ""
+    bounds = f"{fmt.format(lo)}{sep}{fmt.format(hi)}"
     if units < MIN_UNITS_FOR_CI:
-        return f"range {lo:.2f}x{sep}{hi:.2f}x over {units} prompts, too few for a {level:.0%} interval"
-    return f"{level:.0%} CI {lo:.2f}x{sep}{hi:.2f}x{where}"
+        return f"range {bounds} over {units} prompts, too few for a {level:.0%} interval"
+    return f"{level:.0%} CI {bounds}{where}"
 
 
 @dataclass(frozen=True)
@@ -344,14 +356,26 @@ def claim1_lines(
 # -- exact laws: lossless rules and shortcuts (notebooks 11, 12) -------------------------------
 
 
-def exactness_lines(exact: Any, n_samples: int, level: float) -> list[str]:
+def exactness_lines(exact: Any, n_samples: int, level: float, *, on: str = "") -> list[str]:
     """The "What we saw" lines of an exactness table (one row per rule: ``lossless``,
     ``rejected``, ``pvalue``, ``first_token_tv``, ``n_needed``): each shortcut caught, not
     caught at this size (it needs more samples than were drawn: *cannot tell*), or missed
     although the samples should suffice; then the claim 6 verdict (every lossless rule
     consistent with the exact law -- *supports* for departures as large as the smallest
     shortcut caught, else *contradicts*) and the claim 9 verdict (*supports* for the
-    shortcuts caught, *cannot tell* for those too small for this size)."""
+    shortcuts caught, *cannot tell* for those too small for this size). ``on`` names what the
+    table was measured on (e.g. ``"the toy (target over ...)"``): the claim lines then say
+    ``"... consistent with the exact law on the toy (...)"``, so a verdict measured on a stated
+    toy is not read as one on the page's real pair.
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame(dict(lossless=[True, False], rejected=[False, True], pvalue=[0.4, 1e-9],
+    ...                       first_token_tv=[0.0, 0.2], n_needed=[float("inf"), 300.0]),
+    ...                  index=["lossless", "shortcut"])
+    >>> exactness_lines(t, 2000, 1e-3, on="the toy")[-1]
+    'Claim 9: 1 of 1 shortcuts rejected on the toy at alpha=0.001 -- supports claim 9 for 1 of 1 shortcuts.'
+    """
+    where = f" on {on}" if on else ""
     lines = []
     shortcuts, kept = exact[~exact.lossless], exact[exact.lossless]
     caught, small, missed = [], [], []
@@ -371,8 +395,8 @@ def exactness_lines(exact: Any, n_samples: int, level: float) -> list[str]:
                          f"(p = {r.pvalue:.2g})")  # fmt: skip
     ok = int((~kept.rejected).sum())
     ps = ", ".join(f"{p:.2g}" for p in kept.pvalue)
-    head = (f"Claim 6: {ok} of {len(kept)} lossless rules consistent with the exact law at "
-            f"alpha={level:g} with {n_samples} samples each (p = {ps})")  # fmt: skip
+    head = (f"Claim 6: {ok} of {len(kept)} lossless rules consistent with the exact law{where} "
+            f"at alpha={level:g} with {n_samples} samples each (p = {ps})")  # fmt: skip
     if ok < len(kept):
         lines.append(head + " -- contradicts claim 6: a lossless rule was rejected.")
     elif caught:
@@ -389,7 +413,7 @@ def exactness_lines(exact: Any, n_samples: int, level: float) -> list[str]:
         tail.append(f"cannot tell at this size for {', '.join(small)}")
     if missed:
         tail.append(f"a miss although the size should suffice: {', '.join(missed)}")
-    lines.append(f"Claim 9: {len(caught)} of {len(shortcuts)} shortcuts rejected at "
+    lines.append(f"Claim 9: {len(caught)} of {len(shortcuts)} shortcuts rejected{where} at "
                  f"alpha={level:g} -- {'; '.join(tail) or 'no shortcuts tested'}.")  # fmt: skip
     return lines
 
@@ -541,11 +565,18 @@ def coverage_verdict(
 
     ``cov`` is :func:`specviz.drafting.cross_vocab.coverage_by_category`'s table (one row per
     decided position: ``category``, ``prompt``, ``coverage``). Per category: the mean coverage
-    of its positions and a seeded percentile bootstrap interval over its prompts (NaN with
-    one prompt). The verdict tests whether coverage -- the most a step can accept -- depends
-    on the task: a Kruskal-Wallis test of the per-prompt mean coverages across categories.
-    *supports* claim 2 when it rejects at ``alpha``; *cannot tell* otherwise (or with fewer
-    than 2 prompts in every category)."""
+    of its positions and, in ``ci_low`` / ``ci_high``, a seeded percentile bootstrap interval
+    over its prompts -- with fewer than :data:`MIN_UNITS_FOR_CI` prompts the range of its
+    prompts' mean coverages instead (a bootstrap over 2 prompts returns little more than
+    that range, and calling it a 95% interval overstates it); the ``interval`` column says
+    which, as :func:`interval_label` does (NaN bounds with one prompt). The verdict tests
+    whether coverage -- the most a step can accept -- depends on the task: a Kruskal-Wallis
+    test of the per-prompt mean coverages across categories. *supports* claim 2 when it
+    rejects at ``alpha``; *cannot tell* otherwise (or with fewer than 2 prompts in every
+    category), and then the line gives the smallest p-value this design could reach at all
+    (categories that never overlap) and how many prompts per category would let that best
+    case fall below ``alpha / 10``: at 2 prompts in each of 8 categories even a perfect
+    separation gives p = 0.038, so 2 per category can hardly decide."""
     import pandas as pd
     from scipy.stats import kruskal
 
@@ -555,13 +586,17 @@ def coverage_verdict(
     for cat, sub in per_prompt.groupby(level=0, sort=False):
         s, n = sub["sum"].to_numpy(float), sub["size"].to_numpy(float)
         lo = hi = math.nan
-        if len(s) >= 2:
+        if len(s) >= MIN_UNITS_FOR_CI:
             idx = rng.integers(0, len(s), size=(n_boot, len(s)))
             boot = s[idx].sum(axis=1) / n[idx].sum(axis=1)
             lo, hi = (float(x) for x in np.quantile(boot, [0.025, 0.975]))
+        elif len(s) >= 2:
+            lo, hi = float((s / n).min()), float((s / n).max())
+        kind = interval_label(lo, hi, len(s), fmt="{:.3f}") if len(s) >= 2 else "1 prompt"
         groups.append(s / n)
         rows.append(dict(category=cat, prompts=len(s), positions=int(n.sum()),
-                         mean_coverage=s.sum() / n.sum(), ci_low=lo, ci_high=hi))  # fmt: skip
+                         mean_coverage=s.sum() / n.sum(), ci_low=lo, ci_high=hi,
+                         interval=kind))  # fmt: skip
     table = pd.DataFrame(rows).set_index("category")
     lowest, highest = table.mean_coverage.idxmin(), table.mean_coverage.idxmax()
     span = (f"coverage from {table.mean_coverage.min():.3f} ({lowest}) to "
@@ -574,9 +609,54 @@ def coverage_verdict(
         tail = (f"supports claim 2 at this size: the share of the target's law this draft "
                 f"can reach depends on the task (Kruskal-Wallis over prompts, p = {p:.2g})")  # fmt: skip
     else:
+        sizes = [len(g) for g in groups]
+        best = kruskal_best_p(sizes)
+        m = min(sizes)
+        need = next(
+            (k for k in range(m, 101) if kruskal_best_p([k] * len(sizes)) < alpha / 10), None
+        )
+        room = (f"even categories that never overlap would give p = {best:.3g} at best with "
+                f"{m if m == max(sizes) else f'{m}-{max(sizes)}'} prompts per category")  # fmt: skip
+        if best >= alpha:
+            room += ", so this design cannot decide at all"
+        elif best >= alpha / 10:
+            room += f", so {m} per category can hardly decide"
+        if need is not None and need > m:
+            room += (f"; from {need} prompts per category that best case falls below "
+                     f"{alpha / 10:g}, room for categories that overlap a little")  # fmt: skip
         tail = (f"cannot tell at this size whether it depends on the task (Kruskal-Wallis over "
-                f"prompts, p = {p:.2g} >= {alpha:g})")  # fmt: skip
+                f"prompts, p = {p:.2g} >= {alpha:g}; {room})")  # fmt: skip
     return table, f"Claim 2: {span}: {tail}."
+
+
+def kruskal_best_p(sizes: Sequence[int]) -> float:
+    """The smallest p-value a Kruskal-Wallis test (chi-square approximation, as
+    :func:`scipy.stats.kruskal`) can return for groups of these sizes: every group's values
+    above the previous group's (no overlap, no ties). Below ``alpha`` only if the design can
+    decide at all.
+
+    >>> round(kruskal_best_p([2] * 8), 3), round(kruskal_best_p([3] * 8), 4)
+    (0.038, 0.0019)
+    """
+    from itertools import permutations
+
+    from scipy.stats import chi2
+
+    sizes = [int(k) for k in sizes if k > 0]
+    n = sum(sizes)
+    if len(sizes) < 2 or n < 2:
+        return 1.0
+
+    def h_of(order: Sequence[int]) -> float:
+        start, h = 0, 0.0
+        for k in order:  # this block holds ranks start+1 .. start+k
+            h += (k * (2 * start + k + 1) / 2) ** 2 / k
+            start += k
+        return 12.0 / (n * (n + 1)) * h - 3 * (n + 1)
+
+    # the order of unequal blocks matters; try each distinct one (few: sizes repeat)
+    orders = set(permutations(sorted(sizes))) if len(sizes) <= 8 else {tuple(sorted(sizes))}
+    return float(chi2.sf(max(h_of(o) for o in orders), len(sizes) - 1))
 
 
 # -- the first-token TV of a consistency check, with its bias (notebook 10) --------------------

@@ -554,12 +554,8 @@ def describe_fallback(bs: Any, fallback: int, max_batch: int, *, noise: float | 
     from .sweeps import batch_crossover
 
     x = batch_crossover(bs, noise=noise)
-    calls = x.calls()
     n = x.noise if math.isfinite(x.noise) else 0.0
-    at = {
-        k: [f"{lv:g}" for lv, c in zip(x.levels, calls, strict=True) if c == k]
-        for k in ("paid", "lost", "tie", "noise")
-    }
+    at = x.levels_by_call()
     floor = f"noise floor +/-{n:.0%}" if n > 0 else "no noise floor measured"
     nums = ", ".join(f"{s:.2f}x" for s in x.speedups)
     where = f"({nums} at batch {', '.join(f'{lv:g}' for lv in x.levels)}; {floor})"
@@ -570,13 +566,14 @@ def describe_fallback(bs: Any, fallback: int, max_batch: int, *, noise: float | 
             head + f"the batch sweep measured no gain beyond the noise floor at any batch size "
             f"{where}, so the threshold was not chosen from the sweep"
         )
-    parts = [f"paying beyond the noise floor at batch {', '.join(at['paid'])}"]
-    if at["lost"]:
-        parts.append(f"losing beyond it at {', '.join(at['lost'])}")
-    if at["tie"]:
-        parts.append(f"within it at {', '.join(at['tie'])}")
-    if at["noise"]:
-        parts.append(f"timing noise at {', '.join(at['noise'])}")
+    parts = x.call_parts(
+        {
+            "paid": "paying beyond the noise floor at batch",
+            "lost": "losing beyond it at",
+            "tie": "within it at",
+            "noise": "timing noise at",
+        }
+    )
     s = head + "the batch sweep measured speculation " + "; ".join(parts) + f" {where}"
     if up == 0:
         return s + (

@@ -6,7 +6,7 @@ import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,6 +68,10 @@ def plain_fell(
                 )
             )
     return tuple(out)
+
+
+#: the readings of :meth:`Crossover.calls`, in the order sentences name them
+_CALLS = ("paid", "lost", "tie", "noise")
 
 
 @dataclass(frozen=True)
@@ -157,13 +161,25 @@ class Crossover:
             return s
         return self._describe_noisy(unit, n)
 
+    def levels_by_call(self) -> dict[str, list[str]]:
+        """Per reading of :meth:`calls` (``"paid"``, ``"lost"``, ``"tie"``, ``"noise"``), the
+        levels that read so, formatted (``"2"``, ``"0.5"``)."""
+        calls = self.calls()
+        return {
+            c: [f"{lv:g}" for lv, k in zip(self.levels, calls, strict=True) if k == c]
+            for c in _CALLS
+        }
+
+    def call_parts(self, words: Mapping[str, str]) -> list[str]:
+        """``"<words[reading]> 1, 2"`` for every reading some level got, in the order paid,
+        lost, tie, noise: the pieces of a sentence that says where speculation paid."""
+        at = self.levels_by_call()
+        return [f"{words[c]} {', '.join(at[c])}" for c in _CALLS if at[c]]
+
     def _describe_noisy(self, unit: str, n: float) -> str:
         calls = self.calls()
         floor = f"noise floor +/-{n:.0%}"
-        at = {
-            c: [f"{lv:g}" for lv, k in zip(self.levels, calls, strict=True) if k == c]
-            for c in ("paid", "lost", "tie", "noise")
-        }
+        at = self.levels_by_call()
         nums = ", ".join(f"{s:.2f}x" for s in self.speedups)
         tail = f" ({nums} at {', '.join(f'{lv:g}' for lv in self.levels)} {unit}; {floor})"
         if self.level is not None and self.clear:
@@ -177,15 +193,14 @@ class Crossover:
         elif all(c == "lost" for c in calls):
             head = f"speculation lost on {self.metric} beyond the noise at every tested level"
         else:
-            parts = []
-            if at["paid"]:
-                parts.append(f"paid beyond the noise at {', '.join(at['paid'])}")
-            if at["lost"]:
-                parts.append(f"lost beyond it at {', '.join(at['lost'])}")
-            if at["tie"]:
-                parts.append(f"within the noise floor at {', '.join(at['tie'])}")
-            if at["noise"]:
-                parts.append(f"timing noise at {', '.join(at['noise'])}")
+            parts = self.call_parts(
+                {
+                    "paid": "paid beyond the noise at",
+                    "lost": "lost beyond it at",
+                    "tie": "within the noise floor at",
+                    "noise": "timing noise at",
+                }
+            )
             head = f"speculation on {self.metric}: " + "; ".join(parts) + f" {unit}"
             if not at["paid"] and not at["lost"]:
                 head += ", so no crossover was measured"

@@ -294,6 +294,16 @@ def test_a_latency_family_that_gains_somewhere_is_not_reported_lost():
     # negative case: losses and no gain are still "off"
     off = load_decisions([find_crossover([1, 4], [0.8, 0.7], metric="ttft_p50")])[0]
     assert off.status == "off" and "it lost at every tested load" in off.action()
+    # 10 (2026-12-06 regeneration): throughput 1.02x (inside its 12% floor), 0.81x, 0.67x at
+    # 1, 4, 16 clients printed "it lost at every tested load": it tied at 1
+    tied = load_decisions(
+        [find_crossover([1, 4, 16], [1.02, 0.81, 0.67], metric="throughput_tok_s")], noise=0.12
+    )[0]
+    assert tied.status == "off" and "every tested load" not in tied.action()
+    assert tied.action() == (
+        "keep speculation off (it lost beyond the noise at 4, 16 concurrent clients and gained "
+        "at none; no difference beyond the noise at 1)"
+    )
 
 
 def test_category_decisions_need_an_interval_and_claim12_can_be_undecided():

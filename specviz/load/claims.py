@@ -677,7 +677,13 @@ class LoadDecision:
             return (f"speculate at {', '.join(f'{v:g}' for v in on)} {unit}; no difference "
                     f"beyond the noise at {', '.join(f'{v:g}' for v in ties)}")  # fmt: skip
         if st == "off":
-            return "keep speculation off (it lost at every tested load, and gained on none)"
+            ties = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "tie"]
+            if not ties:
+                return "keep speculation off (it lost at every tested load, and gained on none)"
+            off = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "off"]
+            return (f"keep speculation off (it lost beyond the noise at "
+                    f"{', '.join(f'{v:g}' for v in off)} {unit} and gained at none; no "
+                    f"difference beyond the noise at {', '.join(f'{v:g}' for v in ties)})")  # fmt: skip
         if st == "trade-off":
             gained = sorted({m for m, ss in self.speedups.items() if max(ss) >= 1 + self.floor(m)})
             lost = sorted({m for m, ss in self.speedups.items() if min(ss) < 1 - self.floor(m)})

@@ -212,7 +212,7 @@ def diminishing_returns(
     >>> fell = {f"p{i}": {2: [2, 2, 1, 2] * 5, 4: [1, 0, 2, 1] * 5} for i in range(4)}
     >>> v = diminishing_returns(fell)
     >>> v.verdict, v.reason.split(":")[0]
-    ('cannot tell', 'tokens per call fell from gamma 2 to 4 (2.75 -> 2.00)')
+    ('cannot tell', 'tokens per call fell from gamma 2 to 4 (2.750 -> 2.000)')
     """
 
     def stat(gammas: list[int], tot: np.ndarray) -> np.ndarray:
@@ -252,7 +252,7 @@ def diminishing_returns(
         a, b = fell[0]
         acc = ", ".join(f"{g}: {profile[g][1]:.2f}" for g in gammas)
         why = (
-            f"tokens per call fell from gamma {a} to {b} ({tpc[a]:.2f} -> {tpc[b]:.2f}): each "
+            f"tokens per call fell from gamma {a} to {b} ({tpc[a]:.3f} -> {tpc[b]:.3f}): each "
             f"gamma's run sampled its own texts, so acceptance differed between the gamma runs "
             f"(gamma {acc}); a fall is not slower growth"
         )

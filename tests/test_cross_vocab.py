@@ -139,6 +139,31 @@ def test_the_stated_table():
         assert not table.loc[name, "lossless"] and table.loc[name, "n_two_sample"] <= 2000, name
 
 
+class _BigVocabDrafter:
+    """A drafter whose proposal law is a float32 softmax over Qwen's 151,936 ids, as the real
+    pair's is: it sums to 1 only within ~1e-5."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.q = torch.softmax(logits, -1).double()
+
+    def proposal_law(self, context, params, mode=None):
+        return self.q.clone(), self.q.clone()
+
+
+def test_the_lossless_law_on_a_large_vocabulary_is_p_not_its_rounding():
+    """Issue-27 re-review of 12: on the pair's own logits the lossless rule showed TV 0.000017
+    and "inf" samples -- float32 laws summing to 1 within 1e-5, not an effect."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(151_936, generator=gen) * 3
+    drafter = _BigVocabDrafter(logits + torch.randn(151_936, generator=gen))
+    p = torch.softmax(logits, -1).double().numpy()
+    assert abs(p.sum() - 1) > 1e-6  # the rounding this test is about is there
+    law = cross_vocab_first_token_law("lossless", logits, drafter, (0,), PARAMS)
+    assert tv_distance(p / p.sum(), law) < 1e-12
+    table = cross_vocab_zoo_effects(logits, drafter, (0,), PARAMS)
+    assert table.loc["lossless", "tv"] == 0.0
+
+
 def test_a_batch_row_reproduces_the_serial_run_and_the_trace_names_the_draft_tokens():
     batch = speculative_generate_batch(
         TARGET, DRAFTER, [0], num_sequences=6, gamma=3, max_new_tokens=8, do_sample=True, seed=40,
@@ -326,5 +351,10 @@ def test_notebook12_figures_take_one_colour_per_meaning():
     assert cols[2:] == list(SERIES[:2]) and PALETTE["q"] not in cols
     assert PALETTE["speculative"] not in cols
     cov = pd.DataFrame({"category": ["code", "code", "chat"], "coverage": [0.9, 0.8, 0.99]})
-    boxes = [t.marker.color for t in coverage_figure(cov).data]
+    fig = coverage_figure(cov)
+    boxes = [t.marker.color for t in fig.data[:-1]]
     assert boxes == list(SERIES[:2]) and PALETTE["accepted"] not in boxes
+    # a strip, not a box: bimodal coverage collapsed every box into a line at 1.0
+    assert all(t.boxpoints == "all" and t.fillcolor == "rgba(0,0,0,0)" for t in fig.data[:-1])
+    assert [round(m, 3) for m in fig.data[-1].y] == [0.85, 0.99]
+    assert list(fig.data[-1].x) == ["code<br>0/2 at >= 0.99", "chat<br>1/1 at >= 0.99"]

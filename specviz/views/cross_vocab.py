@@ -21,21 +21,37 @@ __all__ = ["coverage_figure", "first_token_laws_figure"]
 
 
 def coverage_figure(cov: Any, *, title: str | None = None) -> go.Figure:
-    """One box per task category of ``cov`` (columns ``category``, ``coverage``: one row per
-    decided position, as :func:`specviz.drafting.cross_vocab.coverage_by_category` returns),
-    every position drawn, each category in its own series hue."""
+    """A strip per task category of ``cov`` (columns ``category``, ``coverage``: one row per
+    decided position, as :func:`specviz.drafting.cross_vocab.coverage_by_category` returns):
+    every position a jittered dot in its category's series hue, the category's mean a black
+    bar, and the axis label says how many positions sit at full coverage. Coverage is bimodal
+    (most positions at 1.0, a few far below), so a box collapsed into a line at 1.0 and
+    showed only its outliers."""
     cats = list(dict.fromkeys(str(c) for c in cov["category"]))
     hue = series(cats)
     fig = go.Figure()
+    labels, means = [], []
     for cat, part in cov.groupby("category", sort=False):
-        fig.add_trace(go.Box(y=list(part["coverage"]), name=str(cat), marker_color=hue[str(cat)],
-                             boxpoints="all", jitter=0.4))  # fmt: skip
+        y = [float(v) for v in part["coverage"]]
+        full = sum(v >= 0.99 for v in y)
+        label = f"{cat}<br>{full}/{len(y)} at >= 0.99"
+        labels.append(label)
+        means.append(sum(y) / len(y))
+        # a box with no box: plotly's strip (px.strip draws the same), points jittered sideways
+        fig.add_trace(go.Box(y=y, x=[label] * len(y), name=str(cat), boxpoints="all", jitter=0.6,
+                             pointpos=0, fillcolor="rgba(0,0,0,0)", line_color="rgba(0,0,0,0)",
+                             marker=dict(color=hue[str(cat)], size=5, opacity=0.6),
+                             hoveron="points"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=labels, y=means, mode="markers", name="mean of its positions",
+                             marker=dict(symbol="line-ew-open", size=34, color="black",
+                                         line=dict(width=3, color="black")),
+                             hovertemplate="mean %{y:.3f}<extra></extra>"))  # fmt: skip
     fig.update_layout(
         title=title or "target mass on tokens the draft can propose, per decided position (T = 1)",
         yaxis_title="coverage",
-        yaxis_range=[0, 1.02],
+        yaxis_range=[0, 1.04],
         showlegend=False,
-        height=380,
+        height=400,
     )
     return fig
 

@@ -400,20 +400,44 @@ def test_checklist_turns_speculation_on_below_the_crossover():
     assert v.status == "not supported" and "no fallback needed" in v.reason
 
 
+def _twelve_cells(speedup, tokens_per_call, acceptance):
+    return pd.DataFrame(dict(category=[c for c in "abcdef" for _ in (2, 4)], gamma=[2, 4] * 6,
+                             speedup=speedup, tokens_per_call=tokens_per_call,
+                             acceptance=acceptance))  # fmt: skip
+
+
+SPEED12 = [0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+
+
 def test_checklist_claim10_verdict():
-    v = checklist.claim10_verdict(_table(), draft_cost=0.3, min_cells=4)
-    assert v.status == "supported" and v.claim == 10
-    assert (
-        checklist.claim10_verdict(_table(), draft_cost=1.2, min_cells=4).status == "not supported"
-    )
+    # the accepted length follows the speed-up, the raw rate runs against it: beyond chance
+    clear = _twelve_cells(SPEED12, [1.5 * x for x in SPEED12], [1.2 - 0.5 * x for x in SPEED12])
+    v = checklist.claim10_verdict(clear, draft_cost=0.3)
+    assert v.status == "supported" and v.claim == 10 and "bootstrap interval" in v.reason
+    assert checklist.claim10_verdict(clear, draft_cost=1.2).status == "not supported"
     assert checklist.claim10_verdict(_table().iloc[:2]).status == "not shown"
     # a table where the raw acceptance rate tracks the speed-up and the accepted length does not
-    odd = _table().assign(tokens_per_call=[1.2, 1.3, 3.1, 2.4], speedup=[1.3, 1.6, 0.9, 0.8])
-    assert checklist.claim10_verdict(odd, min_cells=4).status == "not supported"
+    odd = _twelve_cells(SPEED12, [3.0 - x for x in SPEED12], [0.5 * x for x in SPEED12])
+    assert checklist.claim10_verdict(odd).status == "not supported"
     # 4 cells by default (the demo size: 2 categories x 2 gammas): too few to decide either way
-    for t in (_table(), odd):
+    for t in (_table(), _table().assign(tokens_per_call=[1.2, 1.3, 3.1, 2.4])):
         few = checklist.claim10_verdict(t, draft_cost=0.3)
         assert few.status == "cannot tell" and "too few" in few.reason
+
+
+def test_claim10_needs_the_two_correlations_apart_beyond_chance():
+    """Issue-27 re-review: the committed 10 printed "supported" on rank correlations 0.39 (tokens
+    per call) against -0.20 (acceptance) over 12 cells -- a gap whose bootstrap interval over
+    the cells contains 0. The page's own 12 cells now read "cannot tell"."""
+    page = _twelve_cells(
+        [0.76, 0.89, 0.78, 0.98, 0.95, 0.88, 0.86, 0.84, 0.87, 0.96, 0.74, 0.77],
+        [1.50, 1.60, 1.66, 1.81, 1.96, 2.29, 1.88, 2.09, 1.77, 1.97, 1.67, 1.86],
+        [0.26, 0.16, 0.35, 0.22, 0.51, 0.35, 0.47, 0.30, 0.42, 0.26, 0.37, 0.24],
+    )
+    v = checklist.claim10_verdict(page, draft_cost=0.05)
+    assert v.status == "cannot tell" and "contains 0" in v.reason
+    # seeded: the same table gives the same interval
+    assert checklist.claim10_verdict(page, draft_cost=0.05).reason == v.reason
 
 
 # -- figures -------------------------------------------------------------------------------------

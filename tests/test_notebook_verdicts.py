@@ -239,6 +239,22 @@ def test_next_gamma_needs_enough_drafted_tokens():
     assert "suggested gamma: 8" in many.sentence()
 
 
+def test_next_gamma_is_not_the_edge_of_a_range():
+    """Issue-27 leftover: next_gamma took the best gamma over 1..8, so any acceptance high
+    enough printed "suggested gamma: 8" -- the range's edge. It is now searched until theory's
+    prediction turns down, and a best gamma at the search cap reads "at least"."""
+    from specviz.perf import theory
+
+    high = next_gamma(150, 160, 0.05, gamma=2)
+    assert high.suggested == theory.search_optimal_gamma(150 / 160, 0.05).gamma > 8
+    assert next_gamma(150, 160, 0.05, gamma=2, max_gamma=8).suggested == 8  # the old answer
+    s = theory.speedup
+    assert s(150 / 160, high.suggested, 0.05) > s(150 / 160, 8, 0.05)
+    capped = next_gamma(1599, 1600, 0.0, gamma=2)
+    assert capped.suggested == theory.GAMMA_SEARCH_CAP
+    assert f"suggested gamma: at least {theory.GAMMA_SEARCH_CAP}" in capped.sentence()
+
+
 def test_load_advice_is_one_decision_per_family_and_claim12_needs_a_boundary():
     """The review's 10: throughput paid at every load, TTFT lost at every load, every
     category speculated -- printed as '[OK] paid up to 2 clients' next to '[WARN] keep

@@ -731,10 +731,15 @@ class NextGamma:
     predicted_verify: dict[int, float] = field(default_factory=dict)
     verify_ratio: float = math.nan
     measured: float = math.nan
+    cap: int | None = None
 
     @property
     def charges_verify(self) -> bool:
         return bool(self.predicted_verify)
+
+    def _g(self, g: int) -> str:
+        # a best gamma at the end of the searched range is a lower bound, not an optimum
+        return f"at least {g}" if self.cap is not None and g >= self.cap else str(g)
 
     def sentence(self) -> str:
         lo, hi = self.a_ci
@@ -754,8 +759,8 @@ class NextGamma:
                           if abs(math.log(self.measured / ver)) <= abs(math.log(self.measured / free))
                           else "the free-verification prediction")  # fmt: skip
                 base += f", closer to {closer}"
-        rng = (f"{self.across[0]}" if self.across[0] == self.across[1]
-               else f"{self.across[0]}-{self.across[1]}")  # fmt: skip
+        rng = (self._g(self.across[0]) if self.across[0] == self.across[1]
+               else f"{self.across[0]}-{self._g(self.across[1])}")  # fmt: skip
         model = " (verify cost charged)" if self.charges_verify else ""
         how = "verify cost charged; " if self.charges_verify else ""
         if self.suggested is None:
@@ -766,7 +771,7 @@ class NextGamma:
             return (base + f"; suggested gamma: none -- charging the measured verify cost, no "
                     f"gamma beats plain decoding (best gamma {rng} across the acceptance "
                     "interval; 0 = plain decoding)")  # fmt: skip
-        s = (base + f"; suggested gamma: {self.suggested} ({how}best gamma {rng} across the "
+        s = (base + f"; suggested gamma: {self._g(self.suggested)} ({how}best gamma {rng} across the "
              "acceptance interval)")  # fmt: skip
         if math.isfinite(self.measured) and self.measured < 1.0:
             s += (f", but this run measured {self.measured:.2f}x at gamma {g}: the measurement, "
@@ -780,7 +785,7 @@ def next_gamma(
     c: float,
     *,
     gamma: int,
-    max_gamma: int = 8,
+    max_gamma: int | None = None,
     min_drafted: int = 100,
     optimal: Callable[..., int] | None = None,
     speedup: Callable[..., float] | None = None,
@@ -797,35 +802,51 @@ def next_gamma(
     1.41x beside a measured 0.70x-1.00x (notebook 10). ``measured`` is the run's own speed-up
     at ``gamma``, printed beside both predictions.
 
+    Without ``max_gamma`` the best gamma is searched until the prediction turns down
+    (:func:`specviz.perf.theory.search_optimal_gamma`, up to its cap, where it reads
+    "at least"): a range of 1..8 made 8 the answer whenever the formula still rose there.
+
     >>> next_gamma(13, 16, 0.05, gamma=2).suggested is None
     True
     >>> next_gamma(130, 160, 0.05, gamma=2).suggested
     8
+    >>> next_gamma(150, 160, 0.05, gamma=2).suggested
+    18
+    >>> next_gamma(150, 160, 0.05, gamma=2, max_gamma=8).suggested  # the range's edge
+    8
     """
     from ...perf import acceptance, theory
 
+    cap = None
+    if optimal is None and max_gamma is None:
+        cap = theory.GAMMA_SEARCH_CAP
+
+        def optimal(a: float, c: float, **kw: Any) -> int:
+            return theory.search_optimal_gamma(a, c, verify_cost=kw.get("verify_cost")).gamma
+
     optimal = optimal or theory.optimal_gamma
+    max_gamma = max_gamma or 8
     speedup = speedup or theory.speedup
     a = accepted / drafted if drafted else 0.0
     lo, hi = (float(x) for x in acceptance.wilson_interval(accepted, max(drafted, 0)))
     if not drafted:
         lo = hi = 0.0
-    predicted = {g: speedup(a, g, c) for g in range(1, max_gamma + 1)}
+    shown = range(1, max(max_gamma, gamma) + 1)
+    predicted = {g: speedup(a, g, c) for g in shown}
     kw: dict[str, Any] = {"max_gamma": max_gamma}
     predicted_verify: dict[int, float] = {}
     v = math.nan
     if verify_cost is not None:
         kw["verify_cost"] = verify_cost
-        predicted_verify = {
-            g: speedup(a, g, c, verify_cost.ratio(g + 1)) for g in range(1, max_gamma + 1)
-        }
+        predicted_verify = {g: speedup(a, g, c, verify_cost.ratio(g + 1)) for g in shown}
         v = float(verify_cost.ratio(gamma + 1))
     best = optimal(a, c, **kw)
     across = (optimal(lo, c, **kw), optimal(min(hi, 0.999), c, **kw))
     m = float(measured) if measured is not None else math.nan
     return NextGamma(a, (lo, hi), c, drafted, gamma, predicted,
                      best if drafted >= min_drafted else None, across, min_drafted,
-                     predicted_verify, v, m if m > 0 and math.isfinite(m) else math.nan)  # fmt: skip
+                     predicted_verify, v, m if m > 0 and math.isfinite(m) else math.nan,
+                     cap)  # fmt: skip
 
 
 # -- one request at a time, on a named set of prompts (notebook 09's reconciliation with 07) ---

@@ -335,8 +335,9 @@ def test_tokens_per_call_figures():
     fig = viz.tokens_per_call_vs_gamma_figure([0.6, 0.8], 5, pts)
     assert len(fig.data) == 3
     assert list(fig.data[1].y) == pytest.approx(
-        [expected_tokens_per_call(0.8, g) for g in range(1, 6)]
+        [expected_tokens_per_call(0.8, g) for g in range(0, 6)]
     )
+    assert fig.data[1].x[0] == 0 and fig.data[1].y[0] == pytest.approx(1.0)  # plain decoding
     assert list(fig.data[2].error_y.array) == pytest.approx([1.96 * 0.05] * 3)
     fig = viz.tokens_per_call_vs_alpha_figure(4, pts[:1])
     curve = fig.data[0]
@@ -486,6 +487,9 @@ def test_tokens_per_call_points_take_their_curves_colour():
     assert [c.name for c in curves] == ["theory, code (alpha 0.60)", "theory, chat (alpha 0.80)"]
     assert list(marks.marker.color) == [curves[0].line.color, curves[1].line.color]
     assert marks.name.startswith("measured")
+    # curves close together keep their markers apart: nudged sideways, the exact gamma in hover
+    assert list(marks.x) == pytest.approx([1.96, 3.04])
+    assert [c[2] for c in marks.customdata] == [2, 3]
     with pytest.raises(ValueError, match="labels"):
         viz.tokens_per_call_vs_gamma_figure([0.6], 4, pts, labels=["a", "b"])
 

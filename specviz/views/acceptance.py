@@ -372,8 +372,11 @@ def tokens_per_call_vs_gamma_figure(
     ``points_name``) points with error bars on top. The curves flatten: past a point, longer
     drafts buy little, since each extra draft token survives only with probability alpha^gamma.
     ``labels`` names each curve (e.g. a task category); a point whose ``label`` names a curve
-    takes that curve's colour."""
-    g = np.arange(1, gamma_max + 1)
+    takes that curve's colour. The curves start at gamma 0 (plain decoding: one token per
+    call), the baseline every gain is read against; with named curves, each curve's points are
+    nudged sideways (hover gives the exact gamma) so curves close together keep their markers
+    apart."""
+    g = np.arange(0, gamma_max + 1)
     fig = go.Figure()
     if labels is not None and len(labels) != len(alphas):
         raise ValueError(f"labels: {len(labels)} names for {len(alphas)} curves")
@@ -400,10 +403,12 @@ def tokens_per_call_vs_gamma_figure(
     pts = list(points)
     if pts:
         marker_colors = [curve_color.get(p.label, color("speculative")) for p in pts]
+        order = list(curve_color)
+        nudge = {lab: 0.08 * (i - (len(order) - 1) / 2) for i, lab in enumerate(order)}
         fig.add_trace(
             go.Scatter(
                 name=points_name + (" (colour: its curve)" if curve_color else ""),
-                x=[p.gamma for p in pts],
+                x=[p.gamma + nudge.get(p.label, 0.0) for p in pts],
                 y=[p.mean for p in pts],
                 error_y=dict(
                     type="data",
@@ -413,12 +418,14 @@ def tokens_per_call_vs_gamma_figure(
                 ),
                 mode="markers",
                 marker=dict(color=marker_colors, size=8, symbol="x"),
-                customdata=[[p.alpha, p.label] for p in pts],
+                customdata=[[p.alpha, p.label, p.gamma] for p in pts],
                 text=[p.alpha_hover() for p in pts],
-                hovertemplate="gamma %{x}: %{y:.3f} tokens/call<br>%{text}"
+                hovertemplate="gamma %{customdata[2]}: %{y:.3f} tokens/call<br>%{text}"
                 " %{customdata[1]}<extra></extra>",
             )
         )
+    fig.add_annotation(x=0, y=1, text="plain decoding", showarrow=True, ax=40, ay=25,
+                       font=dict(size=11))  # fmt: skip
     fig.update_layout(
         title=f"Tokens per target call: theory vs {points_name if pts else 'theory'}",
         xaxis=dict(title="gamma (draft length)", dtick=1),

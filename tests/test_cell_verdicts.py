@@ -52,7 +52,30 @@ def test_a_flagged_lossless_rule_is_a_false_alarm():
     )
     assert lines[-1].endswith(": no departure found")
     table.loc["rule1", "caught"] = True
-    assert shipped_mistake_lines(table, n_draws=100)[-1].endswith("false alarm at alpha = 0.01)")
+    assert shipped_mistake_lines(table, n_draws=100)[-1].endswith("flagged in 1 of 100 runs)")
+
+
+def test_a_flagged_lossless_rule_is_called_a_false_alarm_only_on_evidence():
+    """Issue-27 re-review of 04: the lossless block_verify was flagged at p = 0.0012 and called
+    "a false alarm" with nothing on the page to show it. A second sample decides: it must pass
+    for "false alarm", and a second rejection reads as a departure (the negative control)."""
+    table = _shipped([True, True], [10, 0], lossless=(False, True))
+    table["pvalue"] = [1e-9, 0.0012]
+    table["recheck_pvalue"] = [float("nan"), 0.62]
+    line = shipped_mistake_lines(table, n_draws=100)[-1]
+    assert "a false alarm" in line and "a second sample of 100 draws gives p = 0.62" in line
+    table.loc["rule1", "recheck_pvalue"] = 0.003
+    line = shipped_mistake_lines(table, n_draws=100)[-1]
+    assert "flagged twice" in line and "false alarm" not in line
+
+
+def test_shipped_measured_rechecks_only_a_flagged_lossless_member():
+    from specviz.effects.shipped import shipped_measured
+
+    t = shipped_measured(300, seed=0)
+    flagged = t.lossless & t.caught
+    assert t.recheck_pvalue[~flagged].isna().all()
+    assert t.recheck_pvalue[flagged].notna().all()
 
 
 def test_the_sampler_lines_name_the_smallest_failing_case():

@@ -73,7 +73,7 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
         [
             "supports claim 6 at this sample size for departures of TV >= ",
             "supports claim 9 for ",
-            "missed: cannot tell at this size",
+            "not rejected: cannot tell at this size",
             "what it does: ",
             "Verdicts at this size: claim 6 ",
         ],

@@ -19,6 +19,7 @@ from specviz.lab.verdicts import (
     shipped_mistake_lines,
     steps_to_decide,
 )
+from specviz.lab.verdicts._single_run import acceptance_interval
 from specviz.views.conformance import predicted_vs_measured_figure
 from specviz.views.palette import PALETTE
 
@@ -57,14 +58,26 @@ def test_claim1_repeats_that_disagree_cannot_tell():
 
 
 def test_claim10_cannot_tell_says_what_size_would_decide():
-    assert steps_to_decide(5, 16) == 26 and steps_to_decide(8, 16) is None
+    assert steps_to_decide(5, 16) == 29 and steps_to_decide(8, 16) is None
     line = first_token_rejections([5, 4, 5, 2], larger_size="the default size: 96 tokens")
     assert line.verdict == CANNOT_TELL
-    assert "about 26 rejecting steps would decide (this run had 16)" in line.text
+    assert "about 29 rejecting steps would decide (this run had 16)" in line.text
     assert line.text.endswith("-- the default size: 96 tokens.")
     even = first_token_rejections([3, 1, 1, 1])
     assert "no practical run size would decide" in even.text
     assert "about" not in first_token_rejections([9, 1, 0, 0]).text  # decided: no size note
+
+
+def test_the_size_that_decides_keeps_deciding():
+    """Issue-27 re-review of 08: "at the measured share (64%) about 43 rejecting steps would
+    decide (this run had 45)" -- 43 cleared 50% by rounding luck (28 of 43), while 44, 45 and
+    47 do not. The size printed is the one from which every larger run decides."""
+    n = steps_to_decide(29, 45)
+    assert n == 48
+    for m in range(n, 2 * n):
+        lo, _ = acceptance_interval(round(m * 29 / 45), m)
+        assert lo > 0.5, m
+    assert acceptance_interval(round(47 * 29 / 45), 47)[0] < 0.5  # just below: a miss
 
 
 def test_expected_plugin_tv_matches_a_simulation():

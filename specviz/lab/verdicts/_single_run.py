@@ -338,23 +338,39 @@ def steps_to_decide(
     """How many rejecting steps a run would need for claim 10's interval to leave ``often``
     out, if the share of first-token rejections stayed at ``first / total``: the smallest n
     whose Wilson interval of ``round(n * first / total)`` of n lies wholly above or below
-    ``often``; None when no n up to ``limit`` does (a share at or very near ``often``).
+    ``often``, and stays so for every larger n (rounding lets a single n decide by luck: at 29
+    of 45, 43 steps clear 50% but 44, 45 and 47 do not -- the answer there is 48); None when no
+    n up to ``limit`` does (a share at or very near ``often``).
 
     A "cannot tell" line is only useful with this number: it says whether a bigger run (the
     notebook's default size) can be expected to decide, or whether no practical size would.
 
     >>> steps_to_decide(5, 16)  # 31%: a 16-step run straddles 50%
-    26
+    29
     >>> steps_to_decide(8, 16) is None  # exactly 50%: no size decides
     True
+    >>> steps_to_decide(29, 45)  # 43 decides by rounding luck, 44, 45 and 47 do not
+    48
     """
     if total <= 0:
         return None
     share = first / total
-    for n in range(1, limit + 1):
+
+    def decides(n: int) -> bool:
         lo, hi = acceptance_interval(round(n * share), n)
-        if lo > often or hi < often:
+        return bool(lo > often or hi < often)
+
+    n = 1
+    while n <= limit:
+        if not decides(n):
+            n += 1
+            continue
+        # decided at n: it must hold on (the interval narrows, so a window of n more steps
+        # past the last rounding miss is enough)
+        miss = next((m for m in range(n + 1, min(2 * n, limit) + 1) if not decides(m)), None)
+        if miss is None:
             return n
+        n = miss + 1
     return None
 
 

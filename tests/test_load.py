@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import doctest
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -548,3 +549,45 @@ def test_decode_phase_counts_only_tokens_made_after_the_prefill():
     assert (spec["decode_speedup"] <= spec["tokens_per_target_call"]).all()
     # the old count (5 tokens after the first over the 0.03 s after it) gave 3.33x > 3
     assert spec.loc[2, "decode_speedup"] != pytest.approx((5 / 0.03) / (5 / 0.10))
+
+
+class _VaryingEngine:
+    """Each call a different speed (factor 1, 3, 2, ...): prefill, drafting and verifying all
+    scale with it, and the fake clock below advances by the call's service time."""
+
+    name, speculative = "spec", True
+
+    def __init__(self, factors, clock):
+        self.factors, self.clock, self.calls = list(factors), clock, 0
+
+    def __call__(self, prompts):
+        f = self.factors[self.calls % len(self.factors)]
+        self.calls += 1
+        n = len(prompts)
+        served = ServedBatch(((1, 1),) * n, ((0.5 * f, 1.0 * f),) * n, 1.0 * f, 2, 2 * n, 2 * n,
+                             2 * n, draft_time=0.2 * f, verify_time=0.3 * f,
+                             prefill_seconds=0.4 * f)  # fmt: skip
+        self.clock.now += served.service_time
+        return served
+
+
+def test_a_batch_row_comes_from_one_repeat_so_its_parts_add_up():
+    """Issue-27 re-review of 09: the batch table printed the median time beside the last
+    repeat's prefill, drafting and verifying (10.099 + 1.898 + 4.794 = 16.79 s against
+    15.854 s). Every column of a row now comes from the median repeat."""
+    clock = SimpleNamespace(now=0.0)
+    eng = _VaryingEngine([9.0, 1.0, 3.0, 2.0], clock)  # warm-up 9, then repeats 1, 3, 2
+    df = batch_sweep(None, None, PROMPTS, batch_sizes=[1], max_new_tokens=2, engines=[eng],
+                     repeats=3, progress=False, clock=lambda: clock.now)  # fmt: skip
+    row = df.iloc[0]
+    assert row.seconds == pytest.approx(2.0)  # the median repeat (factor 2)
+    assert row.prefill_s + row.draft_seconds + row.verify_seconds == pytest.approx(0.9 * 2.0)
+    assert row.decode_seconds == pytest.approx(2.0 - 0.8)
+    assert row.relative_range == pytest.approx((3.0 - 1.0) / 2.0)
+    # the last repeat at an extreme (factor 3): the parts still follow the kept time
+    clock.now, eng2 = 0.0, _VaryingEngine([9.0, 2.0, 1.0, 3.0], clock)
+    df = batch_sweep(None, None, PROMPTS, batch_sizes=[1], max_new_tokens=2, engines=[eng2],
+                     repeats=3, progress=False, clock=lambda: clock.now)  # fmt: skip
+    row = df.iloc[0]
+    assert row.seconds == pytest.approx(2.0)
+    assert row.prefill_s + row.draft_seconds + row.verify_seconds == pytest.approx(1.8)

@@ -554,20 +554,20 @@ def batch_sweep(
 ) -> Any:
     """Tokens/s of plain vs speculative batched decoding at each batch size (rows take the
     prompts in order, cycled). Modes alternate within each repeat to cancel drift; the
-    median time is kept. Returns a DataFrame: one row per (batch_size, mode) with
+    median repeat is kept (the lower of the middle two with an even count), and every column
+    of a row comes from that one repeat, so its parts add up to its time. Returns a DataFrame: one row per (batch_size, mode) with
     ``tokens_per_s`` and ``speedup`` (speculative / plain tokens/s, same batch size, prompt
     prefill included), ``prefill_s`` (the prompts' prefill, target and draft) and
     ``first_token_s`` (prefill + the first step), and ``decode_tokens_per_s`` /
     ``decode_speedup``: every generated token over the time after the measured prefill
-    (``service_time - prefill_s``, the median over the repeats), i.e. the decoding phase
+    (``service_time - prefill_s``), i.e. the decoding phase
     without the prefill. (Not "tokens after the first over the time after the first token": a
     model draft's first call commits up to ``gamma + 1`` tokens *at* the first token's time, so
     that count credited the decoding phase with tokens made before it began -- 5.06x at gamma
     4, above the ``gamma + 1`` a call can commit.) Since every speculative call costs at least
     one plain decode step, ``decode_speedup`` cannot honestly exceed ``tokens_per_target_call``.
     ``tokens_per_target_call`` counts calls per row.
-    ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time (of the last repeat)
-    into drafting and the target's verify call (claim 1: each speculative call is dearer).
+    ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time into drafting and the target's verify call (claim 1: each speculative call is dearer).
 
     ``relative_range`` is ``(max - min) / median`` of an engine's repeated times at one
     batch size (NaN with one repeat): the noise a speed-up must clear.
@@ -610,21 +610,25 @@ def batch_sweep(
         for b in sizes:
             ids = tuple(lp[i % len(lp)].input_ids for i in range(b))
             walls: dict[str, list[float]] = {e.name: [] for e in engines}
-            decodes: dict[str, list[float]] = {e.name: [] for e in engines}
-            last: dict[str, ServedBatch] = {}
+            served_by: dict[str, list[ServedBatch]] = {e.name: [] for e in engines}
             for _ in range(repeats):
                 for eng in engines:
                     t0 = clock()
-                    last[eng.name] = served = eng(ids)
+                    served = eng(ids)
                     walls[eng.name].append(clock() - t0)
-                    decodes[eng.name].append(served.service_time - served.prefill_seconds)
+                    served_by[eng.name].append(served)
                     bar.update(1)
-            ref = next((last[e.name] for e in engines if not e.speculative), None)
+            # one repeat stands for each engine: the median one (the lower middle with an even
+            # count), and every column comes from it, so the parts add up to its time (a median
+            # time beside the last repeat's parts did not)
+            pick = {n: walls[n].index(statistics.median_low(w)) for n, w in walls.items()}
+            chosen = {n: served_by[n][pick[n]] for n in walls}
+            ref = next((chosen[e.name] for e in engines if not e.speculative), None)
             for eng in engines:
-                s = last[eng.name]
+                s = chosen[eng.name]
                 tokens = sum(len(t) for t in s.new_tokens)
-                secs = statistics.median(walls[eng.name])
-                decode_s = statistics.median(decodes[eng.name])
+                secs = walls[eng.name][pick[eng.name]]
+                decode_s = s.service_time - s.prefill_seconds
                 decode_tokens = tokens  # all of them are made after the prefill
                 w = walls[eng.name]
                 rows.append(
@@ -635,7 +639,9 @@ def batch_sweep(
                         tokens=tokens,
                         seconds=secs,
                         # repeats of this very configuration: how far apart (noise)
-                        relative_range=(max(w) - min(w)) / secs if len(w) > 1 else math.nan,
+                        relative_range=(
+                            (max(w) - min(w)) / statistics.median(w) if len(w) > 1 else math.nan
+                        ),
                         tokens_per_s=tokens / secs if secs > 0 else math.nan,
                         prefill_s=s.prefill_seconds,
                         first_token_s=s.prefill_time,

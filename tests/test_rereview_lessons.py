@@ -128,3 +128,19 @@ def test_shipped_figure_marks_the_expected_value_and_keeps_its_legend_off_the_pa
     taken = {PALETTE["plain"], PALETTE["speculative"]}
     assert pred.marker.color not in taken and meas.marker.color not in taken
     assert list(fig.layout.xaxis.ticktext) == list(t.index)
+
+
+def test_a_cut_answer_that_loops_says_so():
+    """Issue-27 re-review of 00: a greedy repetition loop cut at the token budget was labelled
+    "before the model finished its answer". A text ending in a repeated phrase says it looped;
+    one that does not keeps the old label (the negative control)."""
+    from specviz.lab.verdicts._single_run import answer_text
+
+    class Tok:
+        def decode(self, ids, skip_special_tokens=False):
+            return " ".join(map(str, ids))
+
+    looping = answer_text(Tok(), [7, 8] + [1, 2, 3] * 6, max_new_tokens=20)
+    assert "repeat a 3-token phrase" in looping and "before the model finished" not in looping
+    plain = answer_text(Tok(), list(range(20)), max_new_tokens=20)
+    assert "before the model finished its answer" in plain and "looping" not in plain

@@ -305,9 +305,35 @@ def answer_text(
         return (f"{text}\n(the model ended its answer after {len(tokens)} tokens, "
                 "end-of-sequence token included)")  # fmt: skip
     if len(tokens) >= max_new_tokens:
+        loop = _tail_loop(tokens)
+        if loop is not None:
+            period, span = loop
+            return (f"{text} [...]\n(cut at MAX_NEW_TOKENS = {max_new_tokens} new tokens; its "
+                    f"last {span} tokens repeat a {period}-token phrase: the model was looping, "
+                    "as small models do under greedy decoding, not about to finish -- such "
+                    "repeats are what a copying drafter like prompt lookup proposes)")  # fmt: skip
         return (f"{text} [...]\n(cut at MAX_NEW_TOKENS = {max_new_tokens} new tokens, before the "
                 "model finished its answer)")  # fmt: skip
     return f"{text}\n(stopped after {len(tokens)} tokens)"
+
+
+def _tail_loop(tokens: Sequence[int], *, min_span: int = 12) -> tuple[int, int] | None:
+    """(period, span) when the text ends in a phrase repeated at least twice over at least
+    ``min_span`` tokens (the shortest such period); None otherwise.
+
+    >>> _tail_loop([9, 8] + [1, 2, 3, 4] * 4)
+    (4, 16)
+    >>> _tail_loop(list(range(20))) is None
+    True
+    """
+    n = len(tokens)
+    for period in range(1, n // 2 + 1):
+        span = period
+        while span < n and tokens[n - 1 - span] == tokens[n - 1 - span + period]:
+            span += 1
+        if span >= 2 * period and span >= min_span:
+            return period, span
+    return None
 
 
 def draft_sources(trace: Any) -> str:

@@ -530,6 +530,13 @@ def test_gamma_figures_use_the_palette_and_show_their_numbers():
     # close values of two curves: labels on opposite sides; the highest label is not clipped
     assert fig.data[0].textposition != fig.data[1].textposition
     assert fig.layout.yaxis.range[1] > 1.6 * 1.1
+    # issue-27 re-review of 08: where the curves cross, each label stays on its own point's
+    # side (the higher one above, the lower one below), in its curve's colour
+    cross = verify_cost_figure({"packed": VerifyCost((1, 2, 3), (1.0, 1.5, 1.6), 16),
+                                "stock": VerifyCost((1, 2, 3), (1.0, 1.3, 1.9), 16)})  # fmt: skip
+    assert list(cross.data[0].textposition) == ["top center", "top center", "bottom center"]
+    assert list(cross.data[1].textposition) == ["bottom center", "bottom center", "top center"]
+    assert cross.data[0].textfont.color == cross.data[0].line.color
     lab = pd.DataFrame(dict(policy=["constant(1)", "ema"], speedup=[0.89, 1.25],
                             tokens_per_call=[1.2, 1.9]))  # fmt: skip
     bars = policy_speedup_figure(lab)

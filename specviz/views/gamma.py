@@ -29,7 +29,16 @@ def verify_cost_figure(
     cols = series(curves)
     ns: list[int] = []
     top = 1.0
-    for i, (label, vc) in enumerate(curves.items()):
+    # at each n the higher curve's label goes above its point and a lower one's below, in the
+    # curve's own colour: labels placed by curve order sat beside the other curve's point
+    # wherever the curves crossed
+    leader: dict[int, tuple[float, str]] = {}  # n -> (highest value, its curve; first on ties)
+    for lab, vc in curves.items():
+        for n in vc.tokens:
+            y = vc.measured_ratio(n)
+            if n not in leader or y > leader[n][0]:
+                leader[n] = (y, lab)
+    for label, vc in curves.items():
         xs = list(vc.tokens)
         raw = [vc.measured_ratio(n) for n in xs]
         fit = [vc.ratio(n) for n in xs]
@@ -39,10 +48,10 @@ def verify_cost_figure(
         fig.add_trace(
             go.Scatter(x=xs, y=raw, name=f"measured v(n), {label}",
                        mode="lines+markers+text" if monotone else "markers+text",
-                       # labels above the first curve, below the second: close values
-                       # of two curves would print over each other
                        text=[f"{y:.2f}" for y in raw],
-                       textposition="top center" if i % 2 == 0 else "bottom center",
+                       textposition=["top center" if leader[n][1] == label else "bottom center"
+                                     for n in xs],
+                       textfont=dict(color=cols[label]),
                        line=dict(color=cols[label]), marker=dict(color=cols[label])),
         )  # fmt: skip
         if not monotone:

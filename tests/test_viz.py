@@ -504,3 +504,11 @@ def test_a_greedy_rejection_says_what_replaced_the_draft():
     text = fig.layout.annotations[0].text
     assert not fig.data and text.startswith("greedy matching: the draft ")
     assert repr(NAMES[row.draft_token]) in text and repr(NAMES[row.emitted_token]) in text
+
+
+def test_the_rejection_histogram_says_which_steps_it_counts():
+    """Issue-27 re-review of 02: the histogram counted 45 full-gamma steps (46 of 88 drafts)
+    beside the run's 48 calls (48 of 91) without saying so."""
+    fig = viz.rejection_histogram_figure([0, 1, 4, 2], 4, of_steps=6)
+    assert "the 4 of 6 steps that drafted all 4 tokens" in fig.layout.title.text
+    assert "(n = 4 steps)" in viz.rejection_histogram_figure([0, 1, 4, 2], 4).layout.title.text

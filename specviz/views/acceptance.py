@@ -260,7 +260,12 @@ def _alpha_text(accepted: Sequence[int], gamma: int, alpha: float | None, short:
 
 
 def rejection_histogram_figure(
-    accepted: Sequence[int], gamma: int, *, alpha: float | None = None, title: str | None = None
+    accepted: Sequence[int],
+    gamma: int,
+    *,
+    alpha: float | None = None,
+    title: str | None = None,
+    of_steps: int | None = None,
 ) -> go.Figure:
     """Where drafts stop: the share of steps whose first rejection was at draft position
     ``n + 1 = 1..gamma`` (1 = the first drafted token; ``n`` drafts accepted before it), or that
@@ -268,12 +273,18 @@ def rejection_histogram_figure(
     by maximum likelihood unless given (a fitted alpha is stated with its counts -- accepted
     of tested drafts -- and 95% Wilson interval). Steps must all have drafted ``gamma``
     tokens (see :func:`accepted_counts`; shorter drafts are counted by
-    :class:`~specviz.views.perf.StepOutcomes`)."""
+    :class:`~specviz.views.perf.StepOutcomes`); ``of_steps``, the run's step count, makes the
+    title say how many steps that left out, so the counts add up against the run's own."""
     traces, a, n = _rejection_traces(accepted, gamma, alpha, True)
     fig = go.Figure(traces)
+    which = (
+        f"n = {n} steps"
+        if of_steps is None
+        else f"the {n} of {of_steps} steps that drafted all {gamma} tokens"
+    )
     fig.update_layout(
         title=title
-        or f"Accepted drafts per step, gamma = {gamma} (n = {n} steps)<br><sup>"
+        or f"Accepted drafts per step, gamma = {gamma} ({which})<br><sup>"
         + _alpha_text(accepted, gamma, alpha, False)
         + "</sup>",
         xaxis=dict(

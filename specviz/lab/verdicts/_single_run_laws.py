@@ -98,7 +98,8 @@ def bug_zoo_lines(table: Any, *, n_samples: int, level: float) -> list[ClaimLine
             else (f"p = {r.pvalue:.2e}" if r.pvalue > 0 else "p < 1e-300 (underflow)")
         )
         need = (
-            f"a first-token test needs ~{r.n_to_detect:.0f} samples"
+            f"a one-sample first-token test (alpha {level:g}, 90% power, against a departure of "
+            f"this TV) needs ~{r.n_to_detect:,.0f} samples"
             if np.isfinite(r.n_to_detect)
             else "TV 0: nothing to detect at the first token"
             if np.isinf(r.n_to_detect)

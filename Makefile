@@ -35,7 +35,7 @@ LLAMA_SERVER_CMAKE := $(if $(shell command -v ninja),-G Ninja) -DCMAKE_BUILD_TYP
 REPORTS := reports
 NBCONVERT := $(VENV)/bin/jupyter nbconvert --to specviz.views.export.OfflineHTMLExporter \
 	--execute --output-dir $(REPORTS) \
-	--ExecutePreprocessor.timeout=3600 --ExecutePreprocessor.store_widget_state=False
+	--ExecutePreprocessor.timeout=10800 --ExecutePreprocessor.store_widget_state=False
 
 .PHONY: demo test lint lab notebooks reports clean-venv
 
@@ -96,7 +96,8 @@ $(QWEN): $(BASE)
 demo: $(QWEN)
 	$(PY) scripts/make_demo.py --out $(REPORTS)/demo
 
-# Full-size notebook reports (tens of minutes on 2 cores).
+# Full-size notebook reports, one after another (about 2.5 hours on 2 cores; a cell may run
+# for an hour on a busy machine: 07's grid cell is 41 minutes alone).
 reports: $(QWEN)
 	PLOTLY_RENDERER=notebook $(NBCONVERT) notebooks/[0-9]*.ipynb
 	@# every report opened offline in Chromium: under 8 MB, every figure drawn

@@ -186,7 +186,7 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "Claim 4 verdict (what-if, LOSSY, closed loop): ",
             "Why: the batched early-exit draft took ",
             # issue 27: noise floors from repeats; 07 and 09 reconciled on screen
-            "Noise floors: batch sweep ",
+            "Noise floors of throughput (tokens/s): batch sweep ",
             "07 vs 09, one request at a time: split 'train': ",
             "Accounting (",
             "split 'heldout': ",

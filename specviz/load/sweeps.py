@@ -555,8 +555,8 @@ def batch_sweep(
     """Tokens/s of plain vs speculative batched decoding at each batch size (rows take the
     prompts in order, cycled). Modes alternate within each repeat to cancel drift; the
     median repeat is kept (the lower of the middle two with an even count), and every column
-    of a row comes from that one repeat, so its parts add up to its time. Returns a DataFrame: one row per (batch_size, mode) with
-    ``tokens_per_s`` and ``speedup`` (speculative / plain tokens/s, same batch size, prompt
+    of a row comes from that one repeat, so its parts add up to its time. Returns a DataFrame:
+    one row per (batch_size, mode) with ``tokens_per_s`` and ``speedup`` (speculative / plain tokens/s, same batch size, prompt
     prefill included), ``prefill_s`` (the prompts' prefill, target and draft) and
     ``first_token_s`` (prefill + the first step), and ``decode_tokens_per_s`` /
     ``decode_speedup``: every generated token over the time after the measured prefill
@@ -567,7 +567,8 @@ def batch_sweep(
     4, above the ``gamma + 1`` a call can commit.) Since every speculative call costs at least
     one plain decode step, ``decode_speedup`` cannot honestly exceed ``tokens_per_target_call``.
     ``tokens_per_target_call`` counts calls per row.
-    ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time into drafting and the target's verify call (claim 1: each speculative call is dearer).
+    ``draft_seconds`` / ``verify_seconds`` split the decoding steps' time into drafting and
+    the target's verify call (claim 1: each speculative call is dearer).
 
     ``relative_range`` is ``(max - min) / median`` of an engine's repeated times at one
     batch size (NaN with one repeat): the noise a speed-up must clear.

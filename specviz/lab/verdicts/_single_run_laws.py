@@ -276,7 +276,8 @@ def shipped_mistake_lines(shipped: Any, *, n_draws: int) -> list[str]:
         if r.caught:
             again = getattr(r, "recheck_pvalue", math.nan)
             if not math.isfinite(again):
-                verdict = f"flagged (p = {r.pvalue:.2g}; a lossless check at alpha = 0.01 is flagged in 1 of 100 runs)"
+                verdict = (f"flagged (p = {r.pvalue:.2g}; a lossless check at alpha = 0.01 is "
+                           "flagged in 1 of 100 runs)")  # fmt: skip
             elif again >= 0.01:
                 verdict = (f"flagged (p = {r.pvalue:.2g}): a false alarm -- its exact law is the "
                            f"target's (predicted TV 0), and a second sample of {n_draws} draws gives "

@@ -141,6 +141,11 @@ def test_a_cut_answer_that_loops_says_so():
             return " ".join(map(str, ids))
 
     looping = answer_text(Tok(), [7, 8] + [1, 2, 3] * 6, max_new_tokens=20)
-    assert "repeat a 3-token phrase" in looping and "before the model finished" not in looping
+    assert "last 15 tokens repeat, word for word" in looping
+    assert "before the model finished" not in looping
+    # 00's committed answer: a sentence, another, then the first one again, cut mid-way
+    s1, s2 = list(range(10, 30)), [40, 41] + list(range(12, 30))
+    again = answer_text(Tok(), s1 + s2 + s1[:10], max_new_tokens=50)
+    assert "last 10 tokens repeat, word for word" in again
     plain = answer_text(Tok(), list(range(20)), max_new_tokens=20)
     assert "before the model finished its answer" in plain and "looping" not in plain

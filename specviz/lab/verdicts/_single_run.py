@@ -305,35 +305,40 @@ def answer_text(
         return (f"{text}\n(the model ended its answer after {len(tokens)} tokens, "
                 "end-of-sequence token included)")  # fmt: skip
     if len(tokens) >= max_new_tokens:
-        loop = _tail_loop(tokens)
-        if loop is not None:
-            period, span = loop
+        span = _tail_loop(tokens)
+        if span is not None:
             return (f"{text} [...]\n(cut at MAX_NEW_TOKENS = {max_new_tokens} new tokens; its "
-                    f"last {span} tokens repeat a {period}-token phrase: the model was looping, "
-                    "as small models do under greedy decoding, not about to finish -- such "
-                    "repeats are what a copying drafter like prompt lookup proposes)")  # fmt: skip
+                    f"last {span} tokens repeat, word for word, text it wrote earlier: the model "
+                    "was looping, as small models do under greedy decoding, not about to finish "
+                    "-- such repeats are what a copying drafter like prompt lookup proposes)")  # fmt: skip
         return (f"{text} [...]\n(cut at MAX_NEW_TOKENS = {max_new_tokens} new tokens, before the "
                 "model finished its answer)")  # fmt: skip
     return f"{text}\n(stopped after {len(tokens)} tokens)"
 
 
-def _tail_loop(tokens: Sequence[int], *, min_span: int = 12) -> tuple[int, int] | None:
-    """(period, span) when the text ends in a phrase repeated at least twice over at least
-    ``min_span`` tokens (the shortest such period); None otherwise.
+def _tail_loop(tokens: Sequence[int], *, min_span: int = 8) -> int | None:
+    """How many of the last tokens repeat, word for word, text the answer already wrote
+    earlier (the longest such tail, at least ``min_span`` tokens); None when the tail is new.
 
     >>> _tail_loop([9, 8] + [1, 2, 3, 4] * 4)
-    (4, 16)
+    12
+    >>> _tail_loop([5, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+    8
     >>> _tail_loop(list(range(20))) is None
     True
     """
-    n = len(tokens)
-    for period in range(1, n // 2 + 1):
-        span = period
-        while span < n and tokens[n - 1 - span] == tokens[n - 1 - span + period]:
-            span += 1
-        if span >= 2 * period and span >= min_span:
-            return period, span
-    return None
+    seq = tuple(tokens)
+    n = len(seq)
+
+    def seen_before(length: int) -> bool:
+        tail = seq[n - length :]
+        return any(seq[i : i + length] == tail for i in range(n - length))
+
+    # a tail seen before has every shorter tail seen before too: grow it while it holds
+    length = 0
+    while length + 1 < n and seen_before(length + 1):
+        length += 1
+    return length if length >= min_span else None
 
 
 def draft_sources(trace: Any) -> str:

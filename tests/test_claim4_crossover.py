@@ -207,6 +207,10 @@ def test_claim5_cannot_tell_when_the_noise_could_hide_a_disagreement():
     v = claim5_verdict(Wide(itl_p99=0.47))
     assert v.status == "cannot tell", v
     assert "itl_p99 moved the other way (0.47x) inside its floor +/-86%" in v.reason
+    # every judged metric's floor is printed (09 judged itl_p99 against one it never showed)
+    assert v.reason.endswith("(noise floors: throughput_tok_s +/-20%, ttft_p50 +/-20%, "
+                             "tpot_p50 +/-20%, completion_p90 +/-20%, itl_p99 +/-86%)")  # fmt: skip
+    assert "itl_p99 +/-86%" in claim5_verdict(Wide(itl_p99=1.1)).reason
     # negative cases: a small opposite move, and a wide floor with no opposite move
     assert claim5_verdict(Wide(itl_p99=0.9)).status == "not supported"
     assert claim5_verdict(Wide(itl_p99=1.1)).status == "not supported"

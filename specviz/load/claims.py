@@ -292,13 +292,16 @@ def claim5_verdict(
                 + (f"; noise floors {own}" if own else "")
                 + ")",
             )
+    # every judged metric's floor, so a reader can check each "no difference" against it (09
+    # judged itl_p99 against a floor it never printed)
+    all_floors = ", ".join(f"{m} +/-{floors[m]:.0%}" for m in metrics)
     if hidden:
         return ClaimVerdict(
             5,
             "cannot tell",
             f"no level where the metrics disagreed beyond the noise, but {hidden} {unit}: a "
             "disagreement this run's noise could hide, so it cannot say tokens/s alone would "
-            "have told the same story",
+            f"have told the same story (noise floors: {all_floors})",
         )
     top = max(floors.values())
     return ClaimVerdict(
@@ -306,7 +309,7 @@ def claim5_verdict(
         "not supported",
         f"no level where the metrics ({', '.join(metrics)}) disagreed on the better mode "
         f"beyond the noise{_noise_note(top)}, so tokens/s alone would have told the same "
-        "story here",
+        f"story here (noise floors: {all_floors})",
     )
 
 

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ..stats import MIN_UNITS_FOR_CI
+
 __all__ = [
     "Advice",
     "advise",
@@ -157,8 +159,11 @@ def _row(prompt: Any, gamma: int, res: Any, base: Any) -> dict[str, Any]:
 
 def category_table(runs: Any) -> Any:
     """Per (category, gamma): tokens/s, speed-up over plain on the same prompts (with a 95%
-    bootstrap interval over the prompts, ``speedup_ci_low`` / ``speedup_ci_high``: NaN with
-    one prompt), acceptance, mean accepted length (tokens per target call), the share of
+    interval over the prompts, ``speedup_ci_low`` / ``speedup_ci_high``: a jackknife t
+    interval from :data:`~specviz.stats.MIN_UNITS_FOR_CI` prompts on -- a percentile bootstrap
+    is too narrow at a handful of prompts -- the bootstrap's range with two, NaN with one;
+    each prompt is timed once, so the spread over prompts carries the machine's run-to-run
+    timing noise with the prompts' own differences), acceptance, mean accepted length (tokens per target call), the share of
     steps whose *first* draft was rejected, the draft's share of the wall time, and whether
     greedy tokens matched."""
     import pandas as pd
@@ -182,6 +187,7 @@ def category_table(runs: Any) -> Any:
                 {"tokens": sub.tokens.tolist(), "seconds": sub.seconds.tolist()},
                 claim="",
                 label="",
+                interval="jackknife_t" if len(sub) >= MIN_UNITS_FOR_CI else "bootstrap",
             ).ci
         rows.append(
             dict(
@@ -235,9 +241,11 @@ def advise(
       interval over prompts (``speedup_ci_low`` / ``speedup_ci_high``, as
       :func:`category_table` writes it) the decision needs it: speculate only when the whole
       interval is at or above ``min_speedup``, plain decoding only when it is below, and
-      otherwise (an interval that straddles ``min_speedup``, or one prompt: no interval)
-      "cannot tell at this size" -- one timed prompt is noise, not a decision. A table
-      without those columns is judged on the point estimate;
+      otherwise (an interval that straddles ``min_speedup``; fewer than
+      :data:`~specviz.stats.MIN_UNITS_FOR_CI` prompts, whose range is no 95% interval -- two
+      prompts straddle their median only half the time) "cannot tell at this size": a few
+      timed prompts are noise, not a decision. A table without those columns is judged on
+      the point estimate;
     * if more than ``first_rejection_alarm`` of the steps at the *shortest* gamma rejected the
       first draft: shorten gamma or change the drafter (claim 10);
     * load, from the crossovers (:class:`specviz.load.Crossover`) of a load sweep: one
@@ -312,17 +320,20 @@ def _category_call(best: Any, min_speedup: float) -> str:
     prompts straddles ``min_speedup``, or there is none)."""
     if "speedup_ci_low" not in best.index:  # no intervals measured: the point estimate
         return "on" if best.speedup >= min_speedup else "off"
+    from .verdicts import interval_label
+
     low, high = best.speedup_ci_low, best.speedup_ci_high
     if not (low == low and high == high):  # NaN: one prompt
         n = int(best.prompts) if "prompts" in best.index else 1
         return f"{n} prompt{'s' if n != 1 else ''}: no interval over prompts"
+    n = int(best.prompts) if "prompts" in best.index else MIN_UNITS_FOR_CI
+    if n < MIN_UNITS_FOR_CI:  # a range, whichever side of the bar it lies on, decides nothing
+        return (f"{interval_label(low, high, n)}; a decision needs a 95% interval, from "
+                f"{MIN_UNITS_FOR_CI} prompts")  # fmt: skip
     if low >= min_speedup:
         return "on"
     if high < min_speedup:
         return "off"
-    from .verdicts import interval_label
-
-    n = int(best.prompts) if "prompts" in best.index else 3
     return f"{interval_label(low, high, n)}: it contains {min_speedup:.2f}x"
 
 

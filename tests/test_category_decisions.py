@@ -94,3 +94,34 @@ def test_category_table_uses_the_t_interval_from_three_prompts():
                          {"t": [48] * 5, "s": [7.0] * 5}, claim="", statistic="").ci  # fmt: skip
     assert row.speedup_ci_low < boot[0] and row.speedup_ci_high > boot[1]  # wider: honest width
     assert row.speedup_ci_low < row.speedup < row.speedup_ci_high
+
+
+# -- 12: "samples needed" where a test's power is not monotone in n ---------------------------
+
+
+def test_samples_needed_is_the_size_from_which_every_larger_run_has_the_power():
+    """Re-review 27d of 12: 124 one-sample draws printed for a law whose test reached 90% power
+    at 9. A chi-square test cannot pool below 10 samples and pools rare outcomes above, so its
+    power against a law that over-samples a rare token dips: here 1.0 at 16, 0.58 at 32. The
+    old doubling search stopped at 9 (before the dip); the size a user needs is the one from
+    which every larger run keeps the power."""
+    from specviz.stats import power_gof, sample_size_for_laws
+
+    v = 2000
+    p = np.full(v, 0.5 / (v - 2))
+    p[0], p[1], p[2] = 0.3, 0.2 - 1e-7, 1e-7
+    p /= p.sum()
+    q = p.copy()
+    q[0] -= 0.235
+    q[2] += 0.235
+    assert power_gof(p, q, 9) >= 0.9 and power_gof(p, q, 32) < 0.6  # the dip
+    n = sample_size_for_laws(p, q)
+    assert n > 32  # the old search answered 9
+    assert all(power_gof(p, q, m) >= 0.9 for m in range(n, 4 * n))
+    assert power_gof(p, q, n - 1) < 0.9
+    # negative control: where power grows with n the answer is the first size that has it
+    flat = np.full(10, 0.1)
+    alt = flat.copy()
+    alt[0], alt[1] = 0.15, 0.05
+    m = sample_size_for_laws(flat, alt)
+    assert power_gof(flat, alt, m) >= 0.9 > power_gof(flat, alt, m - 1)

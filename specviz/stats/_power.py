@@ -324,20 +324,40 @@ def _power_floor(tv: float, alpha: float, power: float) -> int:
 
 
 def _smallest_n(ok: Any, max_n: int) -> int:
-    """Smallest n with ok(n), by doubling then bisection (ok assumed monotone)."""
-    hi = 2
-    while not ok(hi):
-        hi *= 2
-        if hi > max_n:
-            raise ValueError(f"more than {max_n} samples needed")
-    lo = hi // 2  # ok(lo) is False (or lo is 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return int(hi)
+    """The smallest n from which ``ok`` holds for every larger n checked: doubling, then
+    bisection, then a check of the sizes above the answer (every one up to 256 past it, then
+    48 geometric steps to 8x); a failing size restarts the search past it.
+
+    Power need not grow with n: a chi-square test pools outcomes whose expected count is under
+    5 and cannot pool below 10 samples, so against a law that over-samples a rare outcome it
+    may see that outcome alone at 9 samples, lose it in a pooled bin at 16-64 and see it again
+    from about a hundred. "Samples needed" is the size from which every larger run has the
+    power, not the first size that happens to."""
+    start = 1
+    while True:
+        lo, hi = start - 1, max(start, 2)
+        if start == 1:
+            lo = 1  # as ever: 1 sample is never the answer
+        while not ok(hi):  # double the distance past the last known failure
+            lo, hi = hi, hi + max(hi - start + 1, 1)
+            if hi > max_n:
+                raise ValueError(f"more than {max_n} samples needed")
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid
+        bad = next((m for m in _sizes_above(hi, max_n) if not ok(m)), None)
+        if bad is None:
+            return int(hi)
+        start = bad + 1
+
+
+def _sizes_above(n: int, max_n: int) -> list[int]:
+    dense = range(n + 1, min(n + 256, max_n) + 1)
+    far = np.unique(np.geomspace(n + 257, 8 * n, 48).astype(np.int64)) if 8 * n > n + 257 else []
+    return [*dense, *(int(m) for m in far if m <= max_n)]
 
 
 def sample_size_for_laws(

@@ -125,3 +125,46 @@ def test_samples_needed_is_the_size_from_which_every_larger_run_has_the_power():
     alt[0], alt[1] = 0.15, 0.05
     m = sample_size_for_laws(flat, alt)
     assert power_gof(flat, alt, m) >= 0.9 > power_gof(flat, alt, m - 1)
+
+
+# -- 10: theory's alpha is the per-token acceptance, not accepted / drafted ---------------------
+
+
+def test_next_gamma_estimates_alpha_from_the_tokens_the_verifier_judged():
+    """Re-review 27d of 10: "acceptance 0.44" fed Leviathan's formula, while the page's 1.82
+    tokens per call implied about 0.55: accepted / drafted counts the tokens after a step's
+    first rejection, which no verifier judges. Seeded truncated-geometric steps at alpha 0.55,
+    gamma 2: accepted / looked recovers it, accepted / drafted does not."""
+    from specviz.lab.verdicts import next_gamma
+    from specviz.perf.theory import VerifyCost
+
+    rng = np.random.default_rng(0)
+    gamma, alpha, steps = 2, 0.55, 2000
+    acc = np.minimum(rng.geometric(1 - alpha, steps) - 1, gamma)  # accepted per step
+    accepted, drafted = int(acc.sum()), gamma * steps
+    looked = int(np.minimum(acc + 1, gamma).sum())
+    vc = VerifyCost((1, 2, 3), (0.07, 0.15, 0.154), 100)
+    ng = next_gamma(accepted, drafted, 0.05, gamma=gamma, looked=looked, verify_cost=vc)
+    assert ng.a_ci[0] <= alpha <= ng.a_ci[1] and abs(ng.a - alpha) < 0.03
+    old = next_gamma(accepted, drafted, 0.05, gamma=gamma, verify_cost=vc)
+    assert old.a_ci[1] < alpha  # the control: accepted / drafted runs low, beyond its interval
+    text = ng.sentence()
+    assert f"{accepted} accepted of the {looked} drafted tokens the verifier looked at" in text
+    assert "(3 tokens: 2.20 decode steps measured)" in text  # the measurement, named
+    with pytest.raises(ValueError, match="looked must lie"):
+        next_gamma(10, 20, 0.05, gamma=2, looked=25)
+
+
+def test_category_runs_count_the_judged_tokens():
+    from specviz.lab.checklist import _row
+
+    class S:
+        def __init__(self, drafted: int, accepted: int) -> None:
+            self.drafted, self.accepted, self.draft_time = drafted, accepted, 0.0
+
+    class R:
+        new_tokens, total_time, ttft, target_calls = [1, 2, 3], 1.0, 0.1, 3
+        trace = type("T", (), {"steps": [S(2, 0), S(2, 2), S(2, 1), S(0, 0)]})()
+
+    row = _row(object(), 2, R(), R())
+    assert (row["accepted"], row["looked"], row["drafted"]) == (3, 5, 6)  # 1 + 2 + 2

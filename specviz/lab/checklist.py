@@ -139,6 +139,8 @@ def _row(prompt: Any, gamma: int, res: Any, base: Any) -> dict[str, Any]:
     drafted = sum(s.drafted for s in steps)
     accepted = sum(s.accepted for s in steps)
     first_rej = sum(1 for s in steps if s.drafted > 0 and s.accepted == 0)
+    # the drafted tokens the verifier judged: the accepted ones and the first rejected one
+    looked = sum(min(s.accepted + 1, s.drafted) for s in steps if s.drafted > 0)
     with_drafts = sum(1 for s in steps if s.drafted > 0)
     return dict(
         prompt_id=getattr(prompt, "id", ""),
@@ -150,6 +152,7 @@ def _row(prompt: Any, gamma: int, res: Any, base: Any) -> dict[str, Any]:
         target_calls=res.target_calls,
         drafted=drafted,
         accepted=accepted,
+        looked=looked,
         steps_with_drafts=with_drafts,
         first_rejections=first_rej,
         draft_seconds=sum(s.draft_time for s in steps),

@@ -764,6 +764,11 @@ class NextGamma:
     verify_ratio: float = math.nan
     measured: float = math.nan
     cap: int | None = None
+    #: tokens the verifier looked at (``None``: ``a`` is accepted / drafted) and accepted ones
+    looked: int | None = None
+    accepted: int = 0
+    #: v(gamma + 1) in words: the measurement, and the fit the predictions use where it differs
+    verify_text: str = ""
 
     @property
     def charges_verify(self) -> bool:
@@ -776,13 +781,19 @@ class NextGamma:
     def sentence(self) -> str:
         lo, hi = self.a_ci
         g = self.gamma
-        base = (f"gamma {g}: acceptance {self.a:.2f} (95% CI {lo:.2f}-{hi:.2f}, "
-                f"{self.drafted} drafted tokens), draft cost ratio c = {self.c:.2f}; predicted "
+        if self.looked is None:
+            what = (f"acceptance {self.a:.2f} (95% CI {lo:.2f}-{hi:.2f}, {self.drafted} drafted "
+                    "tokens)")  # fmt: skip
+        else:
+            what = (f"per-token acceptance alpha {self.a:.2f} (95% CI {lo:.2f}-{hi:.2f}: "
+                    f"{self.accepted} accepted of the {self.looked} drafted tokens the verifier "
+                    f"looked at, up to each step's first rejection; {self.drafted} drafted)")  # fmt: skip
+        base = (f"gamma {g}: {what}, draft cost ratio c = {self.c:.2f}; predicted "
                 f"speed-up at gamma {g}: {self.predicted[g]:.2f}x")  # fmt: skip
         if self.charges_verify:
+            v = self.verify_text or f"{self.verify_ratio:.2f} decode steps"
             base += (f" with verification free (Leviathan), {self.predicted_verify[g]:.2f}x "
-                     f"charging the measured verify pass ({g + 1} tokens = "
-                     f"{self.verify_ratio:.2f} decode steps)")  # fmt: skip
+                     f"charging the measured verify pass ({g + 1} tokens: {v})")  # fmt: skip
         if math.isfinite(self.measured):
             base += f"; measured {self.measured:.2f}x at gamma {g}"
             if self.charges_verify:
@@ -823,9 +834,17 @@ def next_gamma(
     speedup: Callable[..., float] | None = None,
     verify_cost: Any = None,
     measured: float | None = None,
+    looked: int | None = None,
 ) -> NextGamma:
     """Theory's next gamma after a run at ``gamma``: ``accepted`` of ``drafted`` tokens and a
     draft cost ratio ``c``; a suggestion only on at least ``min_drafted`` drafted tokens.
+
+    Leviathan's ``alpha`` is the chance that one drafted token is accepted. ``accepted /
+    drafted`` is not it: the tokens after a step's first rejection are never looked at, so
+    that share runs low (notebook 10 printed 0.44 where its 1.82 tokens per call implied
+    about 0.55). Pass ``looked`` -- the drafted tokens the verifier judged, each step's
+    accepted ones plus the rejected one (:func:`specviz.perf.acceptance.alpha_counts`) -- and
+    ``a = accepted / looked``, the maximum-likelihood alpha, with its Wilson interval.
 
     ``verify_cost`` (a :class:`specviz.perf.theory.VerifyCost`, e.g. from
     :func:`~specviz.perf.theory.measure_verify_cost`, as notebook 08 measures it) charges a
@@ -859,9 +878,13 @@ def next_gamma(
     optimal = optimal or theory.optimal_gamma
     max_gamma = max_gamma or 8
     speedup = speedup or theory.speedup
-    a = accepted / drafted if drafted else 0.0
-    lo, hi = (float(x) for x in acceptance.wilson_interval(accepted, max(drafted, 0)))
-    if not drafted:
+    trials = drafted if looked is None else looked
+    if looked is not None and not accepted <= looked <= drafted:
+        raise ValueError(f"looked must lie in [accepted, drafted], got {looked} "
+                         f"(accepted {accepted}, drafted {drafted})")  # fmt: skip
+    a = accepted / trials if trials else 0.0
+    lo, hi = (float(x) for x in acceptance.wilson_interval(accepted, max(trials, 0)))
+    if not trials:
         lo = hi = 0.0
     shown = range(1, max(max_gamma, gamma) + 1)
     predicted = {g: speedup(a, g, c) for g in shown}
@@ -875,10 +898,11 @@ def next_gamma(
     best = optimal(a, c, **kw)
     across = (optimal(lo, c, **kw), optimal(min(hi, 0.999), c, **kw))
     m = float(measured) if measured is not None else math.nan
+    text = verify_cost.describe(gamma + 1) if verify_cost is not None else ""
     return NextGamma(a, (lo, hi), c, drafted, gamma, predicted,
                      best if drafted >= min_drafted else None, across, min_drafted,
                      predicted_verify, v, m if m > 0 and math.isfinite(m) else math.nan,
-                     cap)  # fmt: skip
+                     cap, looked, int(accepted), text)  # fmt: skip
 
 
 # -- one request at a time, on a named set of prompts (notebook 09's reconciliation with 07) ---

@@ -166,9 +166,9 @@ def category_table(runs: Any) -> Any:
     interval from :data:`~specviz.stats.MIN_UNITS_FOR_CI` prompts on -- a percentile bootstrap
     is too narrow at a handful of prompts -- the bootstrap's range with two, NaN with one;
     each prompt is timed once, so the spread over prompts carries the machine's run-to-run
-    timing noise with the prompts' own differences), acceptance, mean accepted length (tokens per target call), the share of
-    steps whose *first* draft was rejected, the draft's share of the wall time, and whether
-    greedy tokens matched."""
+    timing noise with the prompts' own differences), acceptance, mean accepted length (tokens
+    per target call), the share of steps whose *first* draft was rejected, the draft's share
+    of the wall time, and whether greedy tokens matched."""
     import pandas as pd
 
     from .verdicts import speedup_verdict

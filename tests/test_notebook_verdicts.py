@@ -161,7 +161,7 @@ def test_coverage_verdict_depends_on_the_spread_between_tasks():
                                  coverage=float(np.clip(mu + rng.normal(0, 0.02), 0, 1))))  # fmt: skip
     table, line = coverage_verdict(pd.DataFrame(rows))
     assert "supports claim 2" in line and table.loc["code", "prompts"] == 3
-    assert table.loc["code", "ci_low"] < table.loc["code", "mean_coverage"]
+    assert table.loc["code", "low"] < table.loc["code", "mean_coverage"]
     flat = pd.DataFrame(rows).assign(coverage=0.9)
     assert "cannot tell" in coverage_verdict(flat)[1]
     single = pd.DataFrame(rows)[lambda d: d.prompt % 3 == 0]
@@ -684,7 +684,7 @@ def test_coverage_over_two_prompts_is_a_range_not_a_95_interval():
     means = cov.groupby(["category", "prompt"]).coverage.mean()
     for cat, r in table.iterrows():
         assert r.interval.startswith("range ") and "over 2 prompts, too few for a 95%" in r.interval
-        assert (r.ci_low, r.ci_high) == pytest.approx((means[cat].min(), means[cat].max()))
+        assert (r.low, r.high) == pytest.approx((means[cat].min(), means[cat].max()))
     three, _ = coverage_verdict(_coverage_rows(3))
     assert all(s.startswith("95% CI ") and "over 3 prompts" in s for s in three.interval)
 
@@ -708,3 +708,12 @@ def test_exactness_lines_say_what_they_were_measured_on():
     assert "consistent with the exact law on the toy (target over a b ab) at alpha" in c6
     assert "shortcuts rejected on the toy (target over a b ab) at alpha" in c9
     assert "on the toy" not in "\n".join(exactness_lines(_exact(), 2000, 1e-3))
+
+
+def test_a_p_value_that_underflowed_is_not_printed_as_zero():
+    # a shortcut caught so hard that the chi-square p underflows the double: "p < 1e-300",
+    # never "p = 0" (a test finds data unlikely, not impossible)
+    lines = exactness_lines(_exact().assign(pvalue=[0.4, 0.0, 0.3, 0.5]), 2000, 1e-3)
+    caught = next(s for s in lines if s.startswith("- big: caught"))
+    assert "(p < 1e-300;" in caught and "p = 0" not in caught
+    assert "(p = 1e-09;" in exactness_lines(_exact(), 2000, 1e-3)[0]

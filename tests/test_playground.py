@@ -170,7 +170,11 @@ def test_snapshot_html_shows_the_run(models):
         bundle = pg._repr_mimebundle_()
         assert "application/vnd.jupyter.widget-view+json" in bundle
         snap = bundle["text/html"]
-        assert snap.count("Plotly.newPlot") == 5  # the strip and the explorer's four panels
+        # the explorer's panels, its strip first: the run's strip once, no residual panel when
+        # greedy (issue 27 re-review of 02: four strips for two runs, an empty residual box)
+        shown = pg.explorer.shown_figures()
+        assert snap.count("Plotly.newPlot") == len(shown) == (3 if pg.explorer.greedy else 4)
+        assert pg.figures() == shown
         assert "Try your own" in snap and "a bad cab" in snap and "target calls" in snap
         # the controls a reader gets in JupyterLab, listed (the snapshot has no widgets)
         for control in ("temperature", "top-p", "gamma (drafts)", "max new tokens", "seed"):
@@ -212,3 +216,17 @@ def test_bad_models_and_settings_are_named(models):
 
     assert pg.run(seed=np.int64(5)) is not None and pg.seed_box.value == 5
     assert pg.run(seed=2**31 - 1) is not None and pg.seed_box.value == 2**31 - 1
+
+
+def test_a_greedy_snapshot_has_no_residual_panel_and_one_strip(models):
+    # issue 27 re-review of 02: the greedy playground drew an empty residual panel and its strip
+    # twice; its snapshot shows the explorer's strip, p/q and test panels only
+    pg = make(models, temperature=0.0)
+    before = pio.renderers.default
+    try:
+        pio.renderers.default = "notebook"
+        snap = pg._repr_mimebundle_()["text/html"]
+    finally:
+        pio.renderers.default = before
+    assert pg.explorer.greedy and len(pg.figures()) == 3
+    assert snap.count("Plotly.newPlot") == 3 and "residual" not in pg.figures()[-1].layout.title.text

@@ -682,6 +682,9 @@ def test_a_greedy_explorer_leaves_out_the_residual_panel():
     assert html.count("Plotly.newPlot") == 3  # strip, p/q, test: no empty residual box
     assert html.startswith("<p><b>Trace explorer</b> (static snapshot of step ")
     assert "a draft-position menu" in html and "log scale" in html
+    # greedy drafts were compared, not drawn against a uniform: not "nothing was tested"
+    assert ex.borderline is None and "nothing was tested" not in html
+    assert "(disabled: greedy matching draws no uniform, so no test is borderline)" in html
 
 
 def test_a_sampled_explorer_keeps_its_residual_panel(trace):

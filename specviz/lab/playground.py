@@ -420,9 +420,13 @@ class PromptPlayground:
 
     # display ----------------------------------------------------------------------------
     def figures(self) -> tuple[go.Figure, ...]:
-        """The figures of the current state: the token strip, then the explorer's four."""
-        strip = (self._strip_fig,) if self._strip_fig is not None else ()
-        return strip + (self.explorer.figures() if self.explorer is not None else ())
+        """The figures of the current state as the static snapshot shows them: the explorer's
+        (its strip first; no residual panel under greedy matching, where it could only be
+        empty), or the token strip alone when nothing was drafted -- the run's strip once,
+        not again above the explorer's copy."""
+        if self.explorer is not None:
+            return self.explorer.shown_figures()
+        return (self._strip_fig,) if self._strip_fig is not None else ()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         bundle = _bundle(self.widget, self.figures(), "PromptPlayground", **kwargs)

@@ -536,7 +536,13 @@ class TraceExplorer:
             "click on a token of the strip opens its step"
         ).format(
             n=len(self.steps),
-            b="" if self.borderline is not None else " (disabled: nothing was tested)",
+            b=""
+            if self.borderline is not None
+            else (
+                " (disabled: greedy matching draws no uniform, so no test is borderline)"
+                if self.greedy
+                else " (disabled: no draft went through a uniform draw)"
+            ),
         )
         return (
             f"<p><b>Trace explorer</b> (static snapshot of step {s.step}, {where}; live in "

@@ -388,6 +388,17 @@ def claim1_lines(
 # -- exact laws: lossless rules and shortcuts (notebooks 11, 12) -------------------------------
 
 
+def p_phrase(p: float) -> str:
+    """A p-value as printed in a verdict line: ``"p = 0.0031"``, and ``"p < 1e-300"`` where the
+    double underflowed to 0 -- the test did not find the data impossible, the number ran out
+    of digits.
+
+    >>> p_phrase(0.00312), p_phrase(0.0)
+    ('p = 0.0031', 'p < 1e-300')
+    """
+    return f"p = {p:.2g}" if p > 0 else "p < 1e-300"
+
+
 def exactness_lines(exact: Any, n_samples: int, level: float, *, on: str = "") -> list[str]:
     """The "What we saw" lines of an exactness table (one row per rule: ``lossless``,
     ``rejected``, ``pvalue``, ``first_token_tv``, ``n_needed``): each shortcut caught, not
@@ -415,7 +426,7 @@ def exactness_lines(exact: Any, n_samples: int, level: float, *, on: str = "") -
         if r.rejected:
             caught.append((name, r.first_token_tv))
             lines.append(
-                f"- {name}: caught (p = {r.pvalue:.2g}; first-token TV {r.first_token_tv:.3f})"
+                f"- {name}: caught ({p_phrase(r.pvalue)}; first-token TV {r.first_token_tv:.3f})"
             )
         elif n_samples < r.n_needed:
             small.append(name)
@@ -424,7 +435,7 @@ def exactness_lines(exact: Any, n_samples: int, level: float, *, on: str = "") -
         else:
             missed.append(name)
             lines.append(f"- {name}: NOT caught although {n_samples} samples should suffice "
-                         f"(p = {r.pvalue:.2g})")  # fmt: skip
+                         f"({p_phrase(r.pvalue)})")  # fmt: skip
     ok = int((~kept.rejected).sum())
     ps = ", ".join(f"{p:.2g}" for p in kept.pvalue)
     head = (f"Claim 6: {ok} of {len(kept)} lossless rules consistent with the exact law{where} "
@@ -597,7 +608,7 @@ def coverage_verdict(
 
     ``cov`` is :func:`specviz.drafting.cross_vocab.coverage_by_category`'s table (one row per
     decided position: ``category``, ``prompt``, ``coverage``). Per category: the mean coverage
-    of its positions and, in ``ci_low`` / ``ci_high``, a seeded percentile bootstrap interval
+    of its positions and, in ``low`` / ``high``, a seeded percentile bootstrap interval
     over its prompts -- with fewer than :data:`MIN_UNITS_FOR_CI` prompts the range of its
     prompts' mean coverages instead (a bootstrap over 2 prompts returns little more than
     that range, and calling it a 95% interval overstates it); the ``interval`` column says
@@ -627,7 +638,7 @@ def coverage_verdict(
         kind = interval_label(lo, hi, len(s), fmt="{:.3f}") if len(s) >= 2 else "1 prompt"
         groups.append(s / n)
         rows.append(dict(category=cat, prompts=len(s), positions=int(n.sum()),
-                         mean_coverage=s.sum() / n.sum(), ci_low=lo, ci_high=hi,
+                         mean_coverage=s.sum() / n.sum(), low=lo, high=hi,
                          interval=kind))  # fmt: skip
     table = pd.DataFrame(rows).set_index("category")
     lowest, highest = table.mean_coverage.idxmin(), table.mean_coverage.idxmax()

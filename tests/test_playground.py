@@ -229,4 +229,6 @@ def test_a_greedy_snapshot_has_no_residual_panel_and_one_strip(models):
     finally:
         pio.renderers.default = before
     assert pg.explorer.greedy and len(pg.figures()) == 3
-    assert snap.count("Plotly.newPlot") == 3 and "residual" not in pg.figures()[-1].layout.title.text
+    assert (
+        snap.count("Plotly.newPlot") == 3 and "residual" not in pg.figures()[-1].layout.title.text
+    )

@@ -130,6 +130,44 @@ def test_shipped_figure_marks_the_expected_value_and_keeps_its_legend_off_the_pa
     assert list(fig.layout.xaxis.ticktext) == list(t.index)
 
 
+def test_shipped_figure_whiskers_the_expected_mark_and_ticks_decades():
+    # re-review 27d of 04: two measured bars outside an unmarked spread; log ticks 2, 5, 1000
+    t = _shipped()
+    low, high = [0.02, 0.19, 0.03], [0.04, 0.22, 0.055]
+    fig = predicted_vs_measured_figure(
+        t.index, t.predicted_tv, t.measured_tv, t.n_to_detect, 400,
+        expected=t.expected_measured_tv, expected_range=(low, high),
+    )  # fmt: skip
+    exp = fig.data[2]
+    assert exp.error_y.array == pytest.approx(
+        [h - e for h, e in zip(high, t.expected_measured_tv, strict=True)]
+    )
+    assert exp.error_y.arrayminus == pytest.approx(
+        [e - lo for lo, e in zip(low, t.expected_measured_tv, strict=True)]
+    )
+    assert "whisker: 90% of runs" in exp.name and fig.layout.yaxis2.dtick == 1
+    assert fig.layout.annotations[-1].text == "400 draws (this run)"
+    bare = predicted_vs_measured_figure(
+        t.index, t.predicted_tv, t.measured_tv, t.n_to_detect, 400,
+        expected=t.expected_measured_tv,
+    )  # fmt: skip
+    assert bare.data[2].error_y.array is None  # no range given: no whisker drawn
+
+
+def test_the_plug_in_range_holds_ninety_percent_of_runs():
+    from specviz.effects.shipped import expected_plugin_tv, plugin_tv_range
+
+    law = np.array([0.5, 0.3, 0.2])
+    low, high = plugin_tv_range(law, law, 400, seed=0)
+    assert low < expected_plugin_tv(law, law, 400) < high
+    rng = np.random.default_rng(1)  # fresh runs, another seed: about 90% land inside
+    tvs = 0.5 * np.abs(rng.multinomial(400, law, size=4000) / 400 - law).sum(axis=1)
+    inside = np.mean((tvs >= low) & (tvs <= high))
+    assert 0.87 < inside < 0.93
+    # a law that departs from the expected one sits outside the lossless range (the control)
+    assert plugin_tv_range(np.array([0.6, 0.3, 0.1]), law, 400, seed=0)[0] > high
+
+
 def test_a_cut_answer_that_loops_says_so():
     """Issue-27 re-review of 00: a greedy repetition loop cut at the token budget was labelled
     "before the model finished its answer". A text ending in a repeated phrase says it looped;
@@ -149,3 +187,18 @@ def test_a_cut_answer_that_loops_says_so():
     assert "last 10 tokens repeat, word for word" in again
     plain = answer_text(Tok(), list(range(20)), max_new_tokens=20)
     assert "before the model finished its answer" in plain and "looping" not in plain
+
+
+def test_residuals_axis_names_a_rest_bar_only_when_there_is_one():
+    # re-review 27d of 04: "the 17 most expected, then the rest" over 17 bars and no rest bar
+    from specviz.stats import goodness_of_fit
+    from specviz.views.stats import gof_residuals_figure
+
+    r = goodness_of_fit(np.array([40, 30, 30]), np.array([0.4, 0.3, 0.3]))
+    assert (
+        gof_residuals_figure(r).layout.xaxis.title.text
+        == "outcome (the 3 most expected: every outcome)"
+    )
+    cut = gof_residuals_figure(r, top=2)
+    assert cut.layout.xaxis.title.text == "outcome (the 2 most expected, then the rest)"
+    assert len(cut.data[0].x) == 3  # two named bars and the rest's

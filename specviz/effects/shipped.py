@@ -33,6 +33,7 @@ __all__ = [
     "StatedChain",
     "expected_plugin_tv",
     "markdown_table_shipped",
+    "plugin_tv_range",
     "sample_shipped",
     "shipped_effects",
     "shipped_measured",
@@ -353,6 +354,36 @@ def expected_plugin_tv(law: np.ndarray, expected: np.ndarray, n: int) -> float:
     return float(0.5 * total)
 
 
+def plugin_tv_range(
+    law: np.ndarray,
+    expected: np.ndarray,
+    n: int,
+    *,
+    quantiles: tuple[float, float] = (0.05, 0.95),
+    reps: int = 4000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """The range that holds the plug-in TV of ``n`` draws from ``law`` (against ``expected``)
+    in ``quantiles`` of runs, from ``reps`` seeded multinomial samples: the spread around
+    :func:`expected_plugin_tv`, so a measured TV away from its expected mark can be read as
+    sampling noise or not.
+
+    >>> p = np.array([0.5, 0.5])
+    >>> plugin_tv_range(np.array([1.0, 0.0]), p, 100)  # no noise: the law's TV every time
+    (0.5, 0.5)
+    >>> lo, hi = plugin_tv_range(p, p, 100)
+    >>> 0.0 <= lo < expected_plugin_tv(p, p, 100) < hi < 0.2
+    True
+    """
+    law = np.clip(np.asarray(law, dtype=float), 0.0, None)
+    expected = np.asarray(expected, dtype=float)
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, law / law.sum(), size=reps)  # [reps, K]
+    tvs = 0.5 * np.abs(counts / n - expected).sum(axis=1)
+    lo, hi = np.quantile(tvs, quantiles)
+    return float(lo), float(hi)
+
+
 def shipped_measured(n: int, seed: int = 0) -> Any:
     """Predicted vs measured, per member: the stated law's TV next to the plug-in TV of ``n``
     draws of the stated outcome through the member's code, the goodness-of-fit p-value of those
@@ -361,7 +392,8 @@ def shipped_measured(n: int, seed: int = 0) -> Any:
     Two columns say how to read the measured TV: ``expected_measured_tv``, the plug-in TV that
     ``n`` draws from the member's stated law give on average (:func:`expected_plugin_tv`; the
     plug-in is biased upward, so "measured above predicted" is what a correct prediction
-    looks like at a small ``n``), and ``impossible``, the draws that landed on an outcome the
+    looks like at a small ``n``), with ``expected_low`` / ``expected_high`` holding 90% of such
+    runs (:func:`plugin_tv_range`), and ``impossible``, the draws that landed on an outcome the
     lossless law gives probability 0 (one such draw refutes the sampler on its own, which is
     why such a member needs few draws even at a tiny TV).
 
@@ -378,9 +410,11 @@ def shipped_measured(n: int, seed: int = 0) -> Any:
         recheck = math.nan
         if spec.lossless and pvalue < 0.01:
             recheck = goodness_of_fit(sample_shipped(name, n, seed + 1), law.expected).pvalue
+        low, high = plugin_tv_range(law.law, law.expected, n, seed=seed)
         rows.append(dict(verifier=name, lossless=spec.lossless, law=law.kind, predicted_tv=law.tv,
                          measured_tv=float(0.5 * np.abs(counts / n - law.expected).sum()),
                          expected_measured_tv=expected_plugin_tv(law.law, law.expected, n),
+                         expected_low=low, expected_high=high,
                          impossible=int(np.asarray(counts)[law.expected == 0].sum()),
                          n_to_detect=law.n_to_detect, n=n, pvalue=pvalue, caught=pvalue < 0.01,
                          recheck_pvalue=recheck))  # fmt: skip

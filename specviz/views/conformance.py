@@ -28,6 +28,7 @@ def predicted_vs_measured_figure(
     *,
     outcomes: Sequence[str] | None = None,
     expected: Sequence[float] | None = None,
+    expected_range: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> go.Figure:
     """Left: per member, the predicted TV of its stated outcome (exact or simulated law; the
     theory's colour) next to the TV measured on ``n`` draws through its code (speculative
@@ -38,8 +39,11 @@ def predicted_vs_measured_figure(
     notebook 04's first figure. With ``expected`` (the mean plug-in TV of ``n`` draws under the
     predicted law, :func:`specviz.effects.shipped.expected_plugin_tv`) a marker on each
     measured bar shows what the prediction says the measurement will be, so a bar above its
-    prediction reads as the plug-in's bias, not as a wrong law. The legend sits right of the
-    panels, clear of their titles and bars."""
+    prediction reads as the plug-in's bias, not as a wrong law; ``expected_range`` (low and
+    high per member, :func:`specviz.effects.shipped.plugin_tv_range`) draws a whisker on that
+    marker over the values 90% of such runs give, so a measurement off its mark can be told
+    from sampling noise. The right panel's log axis ticks at decades. The legend sits right
+    of the panels, clear of their titles and bars."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TV to the target law", "samples to detect (90% power)"))  # fmt: skip
     names = list(names)
     # the left panel on numeric x (one slot per member, ticks named): the bars sit at fixed
@@ -52,8 +56,15 @@ def predicted_vs_measured_figure(
                          width=0.4, marker_color=MEASURED_COLOR, customdata=names,
                          hovertemplate="%{customdata}: measured TV %{y:.4f} (plug-in)<extra></extra>"), row=1, col=1)  # fmt: skip
     if expected is not None:  # on the measured bars: the bias a correct prediction still shows
-        fig.add_trace(go.Scatter(name=f"expected plug-in at {n} draws", x=[i + 0.2 for i in slot], y=list(expected),
-                                 mode="markers", customdata=names,
+        whisker, label = None, f"expected plug-in at {n} draws"
+        if expected_range is not None:
+            low, high = (list(v) for v in expected_range)
+            whisker = dict(type="data", symmetric=False, color=EXPECTED_COLOR, thickness=2, width=6,
+                           array=[h - e for h, e in zip(high, expected, strict=True)],
+                           arrayminus=[e - lo for lo, e in zip(low, expected, strict=True)])  # fmt: skip
+            label += " (whisker: 90% of runs)"
+        fig.add_trace(go.Scatter(name=label, x=[i + 0.2 for i in slot], y=list(expected),
+                                 mode="markers", customdata=names, error_y=whisker,
                                  marker=dict(symbol="line-ew", size=16, color=EXPECTED_COLOR, line=dict(width=3, color=EXPECTED_COLOR)),
                                  hovertemplate="%{customdata}: expected plug-in TV %{y:.4f} under the predicted law<extra></extra>"),
                       row=1, col=1)  # fmt: skip
@@ -66,8 +77,9 @@ def predicted_vs_measured_figure(
                          hovertemplate="%{x}: %{y:,.0f} draws %{customdata}<extra></extra>"), row=1, col=2)  # fmt: skip
     for o in dict.fromkeys(o for _, _, o in finite if o):  # a legend entry per verdict shown
         fig.add_trace(go.Bar(name=o, x=[None], y=[None], marker_color=VERDICT_COLORS[o]), row=1, col=2)  # fmt: skip
-    fig.add_hline(y=n, line_dash="dash", line_color=PALETTE["theory"], row=1, col=2)
-    fig.update_yaxes(type="log", row=1, col=2)
+    fig.add_hline(y=n, line_dash="dash", line_color=PALETTE["theory"], row=1, col=2,
+                  annotation_text=f"{n:,} draws (this run)", annotation_position="top left")  # fmt: skip
+    fig.update_yaxes(type="log", dtick=1, row=1, col=2)  # decades: 10, 100, 1000, ...
     fig.update_layout(title=f"Shipped mistakes: predicted vs measured damage ({n} draws each)",
                       barmode="overlay", height=440, margin=dict(t=90, b=120, r=20),
                       legend=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top"))  # fmt: skip

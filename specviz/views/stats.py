@@ -132,7 +132,9 @@ def gof_residuals_figure(
         f"p = {_fmt(result.pvalue)}, n = {result.n}; dashed: the {1 - level:.0%} band of "
         f"{len(z)} bars (+-{band:.2f})" + ("</sup>" if title else ""),
         xaxis=dict(
-            title=f"outcome (the {len(order)} most expected, then the rest)", type="category"
+            title=f"outcome (the {len(order)} most expected"
+            + (", then the rest)" if rest.size else ": every outcome)"),
+            type="category",
         ),
         yaxis=dict(title="standardized residual (O - E) / sqrt(E)", zeroline=True),
         showlegend=False,

@@ -21,7 +21,7 @@ either way. Shared pieces:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +39,8 @@ __all__ = [
     "slow_runs",
     "speed_lines",
     "exactness_lines",
+    "p_phrase",
+    "samples_shown",
     "claim7_verdict",
     "greedy_identity_line",
     "mixed_precision_line",
@@ -397,6 +399,17 @@ def p_phrase(p: float) -> str:
     ('p = 0.0031', 'p < 1e-300')
     """
     return f"p = {p:.2g}" if p > 0 else "p < 1e-300"
+
+
+def samples_shown(ns: Iterable[float], *, none: str = "none: TV is 0") -> list[object]:
+    """Sample sizes as a table prints them: whole samples, and ``none`` where the size is
+    infinite (an exact TV of 0 leaves nothing for any sample size to detect) -- not
+    ``140007133.0`` or ``inf``.
+
+    >>> samples_shown([23.0, float("inf"), 140007133.0])
+    [23, 'none: TV is 0', 140007133]
+    """
+    return [int(n) if math.isfinite(n) else none for n in ns]
 
 
 def exactness_lines(exact: Any, n_samples: int, level: float, *, on: str = "") -> list[str]:

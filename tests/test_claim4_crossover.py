@@ -265,7 +265,7 @@ def test_claim12_is_not_decided_where_the_fallback_is_the_constant_gamma():
                         speculative=True)  # fmt: skip
     sw = _sweep(PLAIN, slow, _Fallback(slow, PLAIN, max_batch=1))
     v = claim12_verdict(sw, fallback="fallback", constant="slow", max_batch=1)
-    assert v.status == "supported" and "constant gamma lost to plain at 1 clients" in v.reason
+    assert v.status == "supported" and "constant gamma lost to plain at 1 client," in v.reason
     # a noise floor wider than any difference leaves nothing to fall back from
     wide_noise = claim12_verdict(sw, fallback="fallback", constant="slow", max_batch=1,
                                  tolerance=5.0)  # fmt: skip

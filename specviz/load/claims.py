@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .workload import at_level, at_levels
+
 __all__ = [
     "ClaimVerdict",
     "call_split",
@@ -176,7 +178,7 @@ def claim4_verdict(
     suspect = dict(getattr(crossover, "suspect", ()) or ())
     if xs[0] in suspect or xs[-1] in suspect:
         unit = _unit(crossover.scenario)
-        trend = f"speed-up {ss[0]:.2f}x at {xs[0]:g} {unit} -> {ss[-1]:.2f}x at {xs[-1]:g} {unit}"
+        trend = f"speed-up {ss[0]:.2f}x at {at_level(xs[0], unit)} -> {ss[-1]:.2f}x at {at_level(xs[-1], unit)}"
         why = "; ".join(suspect[x] for x in (xs[0], xs[-1]) if x in suspect)
         return ClaimVerdict(
             4, "cannot tell", f"{trend}{_noise_note(noise)}: {why}; the trend is not read"
@@ -185,7 +187,7 @@ def claim4_verdict(
     tol = max(tolerance, noise if math.isfinite(noise) else 0.0)
     noise = noise if math.isfinite(noise) else 0.0
     unit = _unit(crossover.scenario)
-    trend = f"speed-up {s_lo:.2f}x at {xs[0]:g} {unit} -> {s_hi:.2f}x at {xs[-1]:g} {unit}"
+    trend = f"speed-up {s_lo:.2f}x at {at_level(xs[0], unit)} -> {s_hi:.2f}x at {at_level(xs[-1], unit)}"
     trend += _noise_note(noise)
     noisy = f" ({crossover.sign_changes} crossings: noisy)" if crossover.sign_changes > 1 else ""
     paid_lo, lost_hi = s_lo >= 1.0 + noise, s_hi < 1.0 - noise
@@ -217,14 +219,14 @@ def claim4_verdict(
             4,
             "partly supported",
             f"{trend}: the gain shrank into the noise floor (no gain or loss told apart at "
-            f"{xs[-1]:g} {unit}){noisy}",
+            f"{at_level(xs[-1], unit)}){noisy}",
         )
     if noise > tolerance:  # what is left is within the noise: the run cannot see a trend
         if s_hi >= s_lo * (1 - tol):
             why = "the speed-up moved less than the noise floor"
         else:  # it fell beyond the floor, but the gain it fell from was inside it
             why = (
-                f"the speed-up fell, but its gain at {xs[0]:g} {unit} ({s_lo:.2f}x) lay "
+                f"the speed-up fell, but its gain at {at_level(xs[0], unit)} ({s_lo:.2f}x) lay "
                 "within the noise floor, so no gain to shrink was seen there"
             )
         return ClaimVerdict(
@@ -287,7 +289,7 @@ def claim5_verdict(
             return ClaimVerdict(
                 5,
                 "supported",
-                f"at {level:g} {unit} speculation wins on {', '.join(wins)} and loses on "
+                f"at {at_level(level, unit)} speculation wins on {', '.join(wins)} and loses on "
                 f"{', '.join(loses)} ({shown}; > 1: speculation better"
                 + (f"; noise floors {own}" if own else "")
                 + ")",
@@ -431,7 +433,7 @@ def claim12_verdict(
         best = min(c, p) if lower else max(c, p)
         slack = best * (1 + tolerance) if lower else best * (1 - tolerance)
         if better(slack, f):
-            where = f"{level:g} {unit}: {f:.3g} vs best {best:.3g}"
+            where = f"{at_level(level, unit)}: {f:.3g} vs best {best:.3g}"
             if unchosen or (clipped and trig_rows[level] <= pays_up_to):
                 clipped_short.append(where)  # the threshold's shortfall, not the fallback's
             else:
@@ -440,17 +442,17 @@ def claim12_verdict(
             saved.append(f"{level:g}")
     lo, hi = wide.index[0], wide.index[-1]
     numbers = (
-        f"{metric} at {lo:g} {unit}: fallback {wide.loc[lo, fallback]:.3g}, constant gamma "
-        f"{wide.loc[lo, constant]:.3g}, plain {wide.loc[lo, 'plain']:.3g}; at {hi:g} {unit}: "
+        f"{metric} at {at_level(lo, unit)}: fallback {wide.loc[lo, fallback]:.3g}, constant gamma "
+        f"{wide.loc[lo, constant]:.3g}, plain {wide.loc[lo, 'plain']:.3g}; at {at_level(hi, unit)}: "
         f"{wide.loc[hi, fallback]:.3g}, {wide.loc[hi, constant]:.3g}, {wide.loc[hi, 'plain']:.3g}"
     )
     numbers += (
-        f"; it triggered at {', '.join(f'{x:g}' for x in sorted(fired))} {unit} (below its "
+        f"; it triggered at {at_levels(sorted(fired), unit)} (below its "
         "threshold it runs the constant gamma, so other levels decide nothing)"
     )
     if idle_lost:
         numbers += (
-            f"; constant gamma lost to plain at {', '.join(idle_lost)} {unit}, where the "
+            f"; constant gamma lost to plain at {at_levels(idle_lost, unit)}, where the "
             "fallback runs it: the threshold's choice (claim 4), not the fallback's"
         )
     lost_any = any(
@@ -490,7 +492,7 @@ def claim12_verdict(
             f"{numbers}; where it triggered, plain and constant gamma were "
             f"within {tolerance:.0%} of each other (the noise floor): nothing to fall back from",
         )
-    what = f"recovered the loss at {', '.join(saved)} {unit}" if saved else "matched the best"
+    what = f"recovered the loss at {at_levels(saved, unit)}" if saved else "matched the best"
     return ClaimVerdict(12, "supported", f"{numbers}; within {tolerance:.0%} of the better mode "
                         f"at every level where it triggered, {what}")  # fmt: skip
 
@@ -671,13 +673,13 @@ class LoadDecision:
         st = self.status
         if st == "boundary":
             first_off = self.levels[self.calls.index("off")]
-            return f"speculate up to {self.boundary:g} {unit}, plain decoding from {first_off:g}"
+            return f"speculate up to {at_level(self.boundary, unit)}, plain decoding from {first_off:g}"
         if st == "on":
             ties = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "tie"]
             if not ties:
                 return f"speculate at every tested load (up to {max(self.levels):g} {unit})"
             on = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "on"]
-            return (f"speculate at {', '.join(f'{v:g}' for v in on)} {unit}; no difference "
+            return (f"speculate at {at_levels(on, unit)}; no difference "
                     f"beyond the noise at {', '.join(f'{v:g}' for v in ties)}")  # fmt: skip
         if st == "off":
             ties = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "tie"]
@@ -685,7 +687,7 @@ class LoadDecision:
                 return "keep speculation off (it lost at every tested load, and gained on none)"
             off = [lv for lv, c in zip(self.levels, self.calls, strict=True) if c == "off"]
             return (f"keep speculation off (it lost beyond the noise at "
-                    f"{', '.join(f'{v:g}' for v in off)} {unit} and gained at none; no "
+                    f"{at_levels(off, unit)} and gained at none; no "
                     f"difference beyond the noise at {', '.join(f'{v:g}' for v in ties)})")  # fmt: skip
         if st == "trade-off":
             gained = sorted({m for m, ss in self.speedups.items() if max(ss) >= 1 + self.floor(m)})

@@ -13,7 +13,7 @@ from typing import Any
 from .engines import BatchEngine, ServedBatch, make_engine
 from .records import LoadResult, _side_by_side
 from .serve import _bar, serve
-from .workload import LOWER_IS_BETTER, _as_load_prompts, _check_int
+from .workload import LOWER_IS_BETTER, _as_load_prompts, _check_int, at_level, at_levels
 
 __all__ = [
     "Crossover",
@@ -149,11 +149,11 @@ class Crossover:
                 s = f"speculation stops paying on {self.metric} at about {self.level:.3g} {unit}"
             elif self.status == "never_pays":
                 s = (
-                    f"speculation never paid on {self.metric} between {lo:g} and {hi:g} {unit} "
+                    f"speculation never paid on {self.metric} between {lo:g} and {at_level(hi, unit)} "
                     f"(best speed-up {best:.2f}x)"
                 )
             elif self.status == "always_pays":
-                s = f"speculation paid on {self.metric} at every level from {lo:g} to {hi:g} {unit}"
+                s = f"speculation paid on {self.metric} at every level from {lo:g} to {at_level(hi, unit)}"
             else:
                 s = f"speculation starts paying on {self.metric} above about {self.level:.3g} {unit}"
             if self.sign_changes > 1:
@@ -181,7 +181,7 @@ class Crossover:
         floor = f"noise floor +/-{n:.0%}"
         at = self.levels_by_call()
         nums = ", ".join(f"{s:.2f}x" for s in self.speedups)
-        tail = f" ({nums} at {', '.join(f'{lv:g}' for lv in self.levels)} {unit}; {floor})"
+        tail = f" ({nums} at {at_levels(self.levels, unit)}; {floor})"
         if self.level is not None and self.clear:
             what = "stops" if self.status == "crosses" else "starts"
             head = f"speculation {what} paying on {self.metric} at about {self.level:.3g} {unit}"

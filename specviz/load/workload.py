@@ -11,6 +11,33 @@ import torch
 
 from ..perf.metrics import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 
+_SINGULAR = {"clients": "client", "concurrent clients": "concurrent client",
+             "rows per batch": "row per batch"}  # fmt: skip
+
+
+def at_level(level: float, unit: str) -> str:
+    """A load level with its unit, in the singular at 1: ``"1 client"``, ``"4 clients"``,
+    ``"1 row per batch"`` (a rate keeps ``requests/s``).
+
+    >>> at_level(1, "clients"), at_level(4.0, "clients"), at_level(1, "rows per batch")
+    ('1 client', '4 clients', '1 row per batch')
+    """
+    return f"{level:g} {_SINGULAR.get(unit, unit) if level == 1 else unit}"
+
+
+def at_levels(levels: Sequence[float | str], unit: str) -> str:
+    """Several load levels with one unit: ``"2, 4 clients"``; one level reads as
+    :func:`at_level` (``"1 client"``). Levels may come formatted already.
+
+    >>> at_levels([1, 2], "clients"), at_levels(["1"], "clients"), at_levels([1.0], "clients")
+    ('1, 2 clients', '1 client', '1 client')
+    """
+    xs = [float(x) for x in levels]
+    if len(xs) == 1:
+        return at_level(xs[0], unit)
+    return f"{', '.join(f'{x:g}' for x in xs)} {unit}"
+
+
 __all__ = ["LoadPrompt", "load_prompts_for", "mixed_prompts", "Request", "poisson_arrivals"]
 
 

@@ -232,3 +232,30 @@ def test_timeline_axis_reaches_the_last_bar():
                           engine="plain", level=1.0, max_batch=4)  # fmt: skip
     lo, hi = timeline_figure(res).layout.xaxis.range
     assert lo <= 0 and hi >= 26.0
+
+
+# -- 09, re-review 27d: figures ------------------------------------------------------------------
+
+
+def test_batch_sweep_draws_its_noise_floor_and_call_split_keeps_legend_off_labels():
+    from specviz.views.load import batch_sweep_figure, call_split_figure
+
+    bs = _bs([1.06, 1.49, 1.24, 0.9, 0.8]).assign(engine=lambda d: d["mode"], tokens_per_s=10.0)
+    fig = batch_sweep_figure(bs)
+    band = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(band) == 1 and (band[0].y0, band[0].y1) == pytest.approx((0.8, 1.2))
+    assert any("noise floor +/-20%" in (a.text or "") for a in fig.layout.annotations)
+    assert not [s for s in batch_sweep_figure(bs.drop(columns="relative_range")).layout.shapes
+                if s.type == "rect"]  # fmt: skip
+    calls = bs.assign(target_calls=10, draft_seconds=0.1, verify_seconds=1.0,
+                      tokens_per_target_call=2.0)  # fmt: skip
+    assert call_split_figure(calls).layout.legend.x > 1  # right of the bars, not over labels
+
+
+def test_a_third_engine_never_takes_a_metric_colour():
+    # 09: olive was the fallback engine in two figures and time per output token between them
+    from specviz.views.load import _EXTRA, _color
+
+    metric_colours = set(_EXTRA[:5])  # speedup_figure's first five metrics (09 draws five)
+    assert _color("fallback", 2) not in metric_colours
+    assert _color("plain", 0) != _color("speculative", 1)

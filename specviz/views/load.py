@@ -72,7 +72,9 @@ def _level_title(scenario: str) -> str:
 
 
 def _color(mode: str, i: int) -> str:
-    return MODE_COLORS.get(mode, _EXTRA[i % len(_EXTRA)])
+    # a third engine (the fallback policy) takes the series colours from the end, metrics
+    # (speedup_figure) from the start: one page never draws an engine and a metric in one hue
+    return MODE_COLORS.get(mode, _EXTRA[-1 - i % len(_EXTRA)])
 
 
 def _level_axis(fig: go.Figure, levels: Any, scenario: str, **where: Any) -> None:
@@ -95,7 +97,9 @@ def _level_axis(fig: go.Figure, levels: Any, scenario: str, **where: Any) -> Non
 
 def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculative") -> go.Figure:
     """Left: tokens/s against batch size per engine; right: speculative / plain speed-up
-    (the dashed line at 1 is break-even)."""
+    (the dashed line at 1 is break-even), with the sweep's noise floor -- the widest
+    ``relative_range`` of its repeats, the floor its verdicts read against -- as a grey band
+    around 1 when the table has that column."""
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("tokens/s", "speed-up over plain (same batch size)")
     )
@@ -130,6 +134,19 @@ def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculativ
                 col=2,
             )
     fig.add_hline(y=1.0, line_dash="dash", line_color="black", row=1, col=2)
+    floor = float(df["relative_range"].max()) if "relative_range" in df else math.nan
+    if math.isfinite(floor) and floor > 0:  # a speed-up inside the band decides nothing
+        fig.add_hrect(
+            y0=max(0.0, 1.0 - floor),
+            y1=1.0 + floor,
+            fillcolor=PALETTE["queued"],  # grey: undecided, as in speedup_figure
+            opacity=0.25,
+            line_width=0,
+            annotation_text=f"noise floor +/-{floor:.0%}",
+            annotation_position="top left",
+            row=1,
+            col=2,
+        )
     for c in (1, 2):
         _level_axis(fig, df["batch_size"], "batch", row=1, col=c)
         fig.update_xaxes(title_text="batch size (rows)", row=1, col=c)
@@ -279,8 +296,10 @@ def call_split_figure(bs: Any, *, title: str = "What one target call costs") -> 
         barmode="stack",
         title=title,
         yaxis_title="ms per target call",
-        height=420,
-        legend=dict(orientation="h", y=-0.3),
+        height=440,
+        # right of the bars: below them it covered the two-line engine / batch labels
+        legend=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top"),
+        margin=dict(b=120),
     )
     return fig
 

@@ -4,6 +4,7 @@ against its expected plug-in value."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -146,7 +147,9 @@ def test_shipped_figure_whiskers_the_expected_mark_and_ticks_decades():
         [e - lo for lo, e in zip(low, t.expected_measured_tv, strict=True)]
     )
     assert "whisker: 90% of runs" in exp.name and fig.layout.yaxis2.dtick == 1
-    assert fig.layout.annotations[-1].text == "400 draws (this run)"
+    label = fig.layout.annotations[-1]
+    assert label.text == "400 draws (this run)"
+    assert label.yref == "y2" and label.y == pytest.approx(math.log10(400))  # log axis: log10
     bare = predicted_vs_measured_figure(
         t.index, t.predicted_tv, t.measured_tv, t.n_to_detect, 400,
         expected=t.expected_measured_tv,
@@ -202,3 +205,18 @@ def test_residuals_axis_names_a_rest_bar_only_when_there_is_one():
     cut = gof_residuals_figure(r, top=2)
     assert cut.layout.xaxis.title.text == "outcome (the 2 most expected, then the rest)"
     assert len(cut.data[0].x) == 3  # two named bars and the rest's
+
+
+def test_shipped_lines_name_a_measurement_outside_its_range_and_never_print_p_0_for_underflow():
+    # re-review 27e-A of 04: three measured TVs above their whiskers, unnamed; "p = 0" printed
+    # for an underflowed p beside "p < 1e-300" in the zoo lines
+    t = _shipped().assign(expected_low=[0.02, 0.19, 0.03], expected_high=[0.04, 0.22, 0.055])
+    t.loc["late", "pvalue"] = 0.0  # underflow, no impossible outcome
+    lines = shipped_mistake_lines(t, n_draws=400)
+    quantized, late, block = lines[2], lines[3], lines[4]
+    assert "above the 0.0200-0.0400 that 90% of runs" in quantized
+    assert "(p = 0; an impossible outcome was seen" in quantized  # exactly 0: impossible
+    assert "(p < 1e-300)" in late and "p = 0" not in late and "90% of runs" not in late
+    assert "above the 0.0300-0.0550" in block
+    inside = shipped_mistake_lines(t.assign(expected_high=1.0), n_draws=400)
+    assert not any("90% of runs" in s for s in inside[2:])  # the control: inside, no note

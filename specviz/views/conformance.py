@@ -77,8 +77,11 @@ def predicted_vs_measured_figure(
                          hovertemplate="%{x}: %{y:,.0f} draws %{customdata}<extra></extra>"), row=1, col=2)  # fmt: skip
     for o in dict.fromkeys(o for _, _, o in finite if o):  # a legend entry per verdict shown
         fig.add_trace(go.Bar(name=o, x=[None], y=[None], marker_color=VERDICT_COLORS[o]), row=1, col=2)  # fmt: skip
-    fig.add_hline(y=n, line_dash="dash", line_color=PALETTE["theory"], row=1, col=2,
-                  annotation_text=f"{n:,} draws (this run)", annotation_position="top left")  # fmt: skip
+    fig.add_hline(y=n, line_dash="dash", line_color=PALETTE["theory"], row=1, col=2)
+    # on a log axis an annotation's y is log10 of the value (add_hline's own label would sit
+    # at 10^n, off the panel)
+    fig.add_annotation(text=f"{n:,} draws (this run)", x=0, xref="x2 domain", xanchor="left",
+                       y=math.log10(n), yref="y2", yanchor="bottom", showarrow=False)  # fmt: skip
     fig.update_yaxes(type="log", dtick=1, row=1, col=2)  # decades: 10, 100, 1000, ...
     fig.update_layout(title=f"Shipped mistakes: predicted vs measured damage ({n} draws each)",
                       barmode="overlay", height=440, margin=dict(t=90, b=120, r=20),

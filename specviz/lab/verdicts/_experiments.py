@@ -29,7 +29,7 @@ import numpy as np
 
 from ...checks.report import outcome_phrase
 from ...stats import MIN_UNITS_FOR_CI  # noqa: F401 (re-exported: verdicts.MIN_UNITS_FOR_CI)
-from ._single_run import CONTRADICTS, ClaimLine
+from ._single_run import CONTRADICTS, ClaimLine, p_phrase
 
 __all__ = [
     "RatioVerdict",
@@ -39,7 +39,6 @@ __all__ = [
     "slow_runs",
     "speed_lines",
     "exactness_lines",
-    "p_phrase",
     "samples_shown",
     "claim7_verdict",
     "greedy_identity_line",
@@ -388,17 +387,6 @@ def claim1_lines(
 
 
 # -- exact laws: lossless rules and shortcuts (notebooks 11, 12) -------------------------------
-
-
-def p_phrase(p: float) -> str:
-    """A p-value as printed in a verdict line: ``"p = 0.0031"``, and ``"p < 1e-300"`` where the
-    double underflowed to 0 -- the test did not find the data impossible, the number ran out
-    of digits.
-
-    >>> p_phrase(0.00312), p_phrase(0.0)
-    ('p = 0.0031', 'p < 1e-300')
-    """
-    return f"p = {p:.2g}" if p > 0 else "p < 1e-300"
 
 
 def samples_shown(ns: Iterable[float], *, none: str = "none: TV is 0") -> list[object]:

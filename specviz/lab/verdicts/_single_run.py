@@ -31,6 +31,7 @@ from ...stats import min_detectable_tv
 from ...views.trace import acceptance_interval, acceptance_text
 
 __all__ = [
+    "p_phrase",
     "CANNOT_TELL",
     "CONTRADICTS",
     "NOT_SHOWN",
@@ -658,3 +659,14 @@ def first_rejection(trace: Any, tokenizer: Any = None) -> str:
         f"{token_label(r.draft_token, tokenizer)!r} had p = {r.p_target:.3g}, q = {r.q_draft:.3g}, "
         f"so min(1, p/q) = {r.accept_prob:.3f} and u = {r.u:.3f} rejected it; {fix}."
     )
+
+
+def p_phrase(p: float) -> str:
+    """A p-value as printed in a verdict line: ``"p = 0.0031"``, and ``"p < 1e-300"`` where the
+    double underflowed to 0 -- the test did not find the data impossible, the number ran out
+    of digits.
+
+    >>> p_phrase(0.00312), p_phrase(0.0)
+    ('p = 0.0031', 'p < 1e-300')
+    """
+    return f"p = {p:.2g}" if p > 0 else "p < 1e-300"

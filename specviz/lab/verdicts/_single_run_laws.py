@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...checks.report import outcome_phrase
-from ._single_run import CANNOT_TELL, CONTRADICTS, SUPPORTS, ClaimLine
+from ._single_run import CANNOT_TELL, CONTRADICTS, SUPPORTS, ClaimLine, p_phrase
 
 __all__ = [
     "rule_outcomes",
@@ -95,7 +95,7 @@ def bug_zoo_lines(table: Any, *, n_samples: int, level: float) -> list[ClaimLine
         pval = (
             "p = 0 (an impossible outcome was seen)"
             if r.impossible
-            else (f"p = {r.pvalue:.2e}" if r.pvalue > 0 else "p < 1e-300 (underflow)")
+            else (f"p = {r.pvalue:.2e}" if r.pvalue > 0 else p_phrase(r.pvalue))
         )
         need = (
             f"a one-sample first-token test (alpha {level:g}, 90% power, against a departure of "
@@ -250,7 +250,16 @@ def shipped_mistake_lines(shipped: Any, *, n_draws: int) -> list[str]:
     def measured(r: Any) -> str:
         exp = getattr(r, "expected_measured_tv", None)
         tail = "" if exp is None else f" (expected {exp:.4f})"
+        lo, hi = getattr(r, "expected_low", None), getattr(r, "expected_high", None)
+        if exp is not None and lo is not None and hi is not None:
+            side = "above" if r.measured_tv > hi else "below" if r.measured_tv < lo else ""
+            if side:  # named, not left for the reader to spot on the whisker
+                tail = (f" (expected {exp:.4f}; {side} the {lo:.4f}-{hi:.4f} that 90% of runs "
+                        "under the prediction give -- one member in ten lands outside by chance)")  # fmt: skip
         return f"measured {r.measured_tv:.4f}{tail}"
+
+    def pval(r: Any, impossible: int) -> str:  # an impossible outcome seen: p is exactly 0
+        return "p = 0" if impossible and r.pvalue == 0 else p_phrase(r.pvalue)
 
     for r in broken.itertuples():
         fate = (
@@ -269,7 +278,7 @@ def shipped_mistake_lines(shipped: Any, *, n_draws: int) -> list[str]:
         )
         lines.append(
             f"  {r.Index}: predicted TV {r.predicted_tv:.4f} ({r.law}), {measured(r)}, "
-            f"needs ~{r.n_to_detect:,.0f} draws: {fate} (p = {r.pvalue:.2g}{why})"
+            f"needs ~{r.n_to_detect:,.0f} draws: {fate} ({pval(r, seen)}{why})"
         )
     for r in shipped[shipped.lossless].itertuples():
         verdict = "no departure found"

@@ -11,6 +11,7 @@ import html
 
 import plotly.io as pio
 import pytest
+from _snapshot import snapshot_html
 
 import specviz as sv
 from specviz import lab as W
@@ -222,12 +223,7 @@ def test_a_greedy_snapshot_has_no_residual_panel_and_one_strip(models):
     # issue 27 re-review of 02: the greedy playground drew an empty residual panel and its strip
     # twice; its snapshot shows the explorer's strip, p/q and test panels only
     pg = make(models, temperature=0.0)
-    before = pio.renderers.default
-    try:
-        pio.renderers.default = "notebook"
-        snap = pg._repr_mimebundle_()["text/html"]
-    finally:
-        pio.renderers.default = before
+    snap = snapshot_html(pg)
     assert pg.explorer.greedy and len(pg.figures()) == 3
     assert (
         snap.count("Plotly.newPlot") == 3 and "residual" not in pg.figures()[-1].layout.title.text

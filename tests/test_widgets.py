@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import torch
+from _snapshot import snapshot_html
 
 import specviz as sv
 from specviz import lab as W
@@ -673,12 +674,7 @@ def test_a_greedy_explorer_leaves_out_the_residual_panel():
     assert ex.greedy and ex.residual not in ex.widget.children[4].children
     assert len(ex.shown_figures()) == 3 and len(ex.figures()) == 4
     assert f"top token {NAMES[row.emitted_token]!r} replaced the draft" in ex.info.value
-    before = pio.renderers.default
-    try:
-        pio.renderers.default = "notebook"
-        html = ex._repr_mimebundle_()["text/html"]
-    finally:
-        pio.renderers.default = before
+    html = snapshot_html(ex)
     assert html.count("Plotly.newPlot") == 3  # strip, p/q, test: no empty residual box
     assert html.startswith("<p><b>Trace explorer</b> (static snapshot of step ")
     assert "a draft-position menu" in html and "log scale" in html

@@ -132,3 +132,14 @@ def test_synthetic_warning_points_at_the_caller():
 def test_report_path_is_relative():
     assert checklist.shown_path("/srv/repo/reports/x.md", root="/srv/repo") == "reports/x.md"
     assert not checklist.shown_path("/elsewhere/deep/y.md", root="/srv/repo").startswith("/")
+
+
+def test_the_unit_after_the_last_group_agrees_with_its_count():
+    # 09 (re-review 27e-C): "within the noise floor at 1 concurrent clients"
+    x = find_crossover([1, 2, 4], [1.0, 1.5, 1.6], metric="throughput_tok_s", noise=0.2,
+                       scenario="concurrency")  # fmt: skip
+    d = x.describe()
+    assert "paid beyond the noise at 2, 4; within the noise floor at 1 concurrent client " in d
+    many = find_crossover([1, 8, 16], [1.68, 1.05, 1.01], metric="throughput_tok_s", noise=0.2,
+                          scenario="concurrency").describe()  # fmt: skip
+    assert "within the noise floor at 8, 16 concurrent clients" in many

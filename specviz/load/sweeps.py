@@ -193,15 +193,17 @@ class Crossover:
         elif all(c == "lost" for c in calls):
             head = f"speculation lost on {self.metric} beyond the noise at every tested level"
         else:
-            parts = self.call_parts(
-                {
-                    "paid": "paid beyond the noise at",
-                    "lost": "lost beyond it at",
-                    "tie": "within the noise floor at",
-                    "noise": "timing noise at",
-                }
-            )
-            head = f"speculation on {self.metric}: " + "; ".join(parts) + f" {unit}"
+            words = {
+                "paid": "paid beyond the noise at",
+                "lost": "lost beyond it at",
+                "tie": "within the noise floor at",
+                "noise": "timing noise at",
+            }
+            parts = self.call_parts(words)
+            # the unit follows the last group of levels: "at 1 concurrent client", "at 8, 16 ..."
+            last = [c for c in _CALLS if at[c]][-1]
+            parts[-1] = f"{words[last]} {at_levels(at[last], unit)}"
+            head = f"speculation on {self.metric}: " + "; ".join(parts)
             if not at["paid"] and not at["lost"]:
                 head += ", so no crossover was measured"
         s = head + tail

@@ -32,6 +32,7 @@ from ...views.trace import acceptance_interval, acceptance_text
 
 __all__ = [
     "p_phrase",
+    "pvalues_shown",
     "CANNOT_TELL",
     "CONTRADICTS",
     "NOT_SHOWN",
@@ -670,3 +671,20 @@ def p_phrase(p: float) -> str:
     ('p = 0.0031', 'p < 1e-300')
     """
     return f"p = {p:.2g}" if p > 0 else "p < 1e-300"
+
+
+def pvalues_shown(
+    pvalues: Sequence[float], impossible: Sequence[object] | None = None
+) -> list[str]:
+    """A table's p-value column as :func:`p_phrase` words it: ``"0 (impossible outcome)"``
+    only where an outcome the law forbids was seen (p is exactly 0 then), ``"< 1e-300"`` for
+    an underflow, else the number -- never ``0.000000e+00`` for both.
+
+    >>> pvalues_shown([0.0, 0.0, 0.0012], impossible=[3, 0, 0])
+    ['0 (impossible outcome)', '< 1e-300', '1.20e-03']
+    """
+    flags = list(impossible) if impossible is not None else [0] * len(pvalues)
+    return [
+        "0 (impossible outcome)" if p == 0 and bool(f) else "< 1e-300" if p == 0 else f"{p:.2e}"
+        for p, f in zip(pvalues, flags, strict=True)
+    ]

@@ -275,9 +275,10 @@ def sample_size_for_tv(
     :func:`tv_alternative` (mass ``tv`` moved proportionally from the more probable half to
     the less probable half). Power is the analytic noncentral chi-square power
     (:func:`power_gof` / :func:`power_homogeneity`) with the pooling the test would apply;
-    the result is the smallest ``n`` found by doubling then bisection with power >= ``power``
-    at level ``alpha``. Because pooling changes the degrees of freedom with ``n``, power is not
-    exactly monotone in ``n``; the bisection assumes it is (the error is a few percent at most).
+    the result is the size from which every larger run keeps power >= ``power`` at level
+    ``alpha`` (:func:`_smallest_n`, as :func:`sample_size_for_laws`): pooling changes the
+    degrees of freedom with ``n``, so power is not monotone in ``n``, and the search checks
+    densely past its answer rather than assuming it is.
 
     The field notes quote ~1,200 (one-sample) / ~2,600 (per arm) for support 10 at TV 0.05 and
     ~1,800 / ~4,100 for support 100. This construction (Zipf exponent 1, Pearson) gives

@@ -170,11 +170,18 @@ class Crossover:
             for c in _CALLS
         }
 
-    def call_parts(self, words: Mapping[str, str]) -> list[str]:
+    def call_parts(self, words: Mapping[str, str], unit: str | None = None) -> list[str]:
         """``"<words[reading]> 1, 2"`` for every reading some level got, in the order paid,
-        lost, tie, noise: the pieces of a sentence that says where speculation paid."""
+        lost, tie, noise: the pieces of a sentence that says where speculation paid. With
+        ``unit`` the last piece ends in it, in the singular after one level of 1
+        (``"... at 1 concurrent client"``)."""
         at = self.levels_by_call()
-        return [f"{words[c]} {', '.join(at[c])}" for c in _CALLS if at[c]]
+        groups = [c for c in _CALLS if at[c]]
+        return [
+            f"{words[c]} "
+            + (at_levels(at[c], unit) if unit and c == groups[-1] else ", ".join(at[c]))
+            for c in groups
+        ]
 
     def _describe_noisy(self, unit: str, n: float) -> str:
         calls = self.calls()
@@ -199,11 +206,7 @@ class Crossover:
                 "tie": "within the noise floor at",
                 "noise": "timing noise at",
             }
-            parts = self.call_parts(words)
-            # the unit follows the last group of levels: "at 1 concurrent client", "at 8, 16 ..."
-            last = [c for c in _CALLS if at[c]][-1]
-            parts[-1] = f"{words[last]} {at_levels(at[last], unit)}"
-            head = f"speculation on {self.metric}: " + "; ".join(parts)
+            head = f"speculation on {self.metric}: " + "; ".join(self.call_parts(words, unit))
             if not at["paid"] and not at["lost"]:
                 head += ", so no crossover was measured"
         s = head + tail

@@ -95,6 +95,22 @@ def _level_axis(fig: go.Figure, levels: Any, scenario: str, **where: Any) -> Non
     )
 
 
+def _noise_band(fig: go.Figure, floor: float, what: str = "", **where: Any) -> None:
+    """A grey band of +/-``floor`` around a speed-up of 1 (a speed-up inside it decides
+    nothing), labelled with the floor and ``what`` it is the floor of; none without a floor."""
+    if math.isfinite(floor) and floor > 0:
+        fig.add_hrect(
+            y0=max(0.0, 1.0 - floor),
+            y1=1.0 + floor,
+            fillcolor=PALETTE["queued"],  # grey: undecided
+            opacity=0.25,
+            line_width=0,
+            annotation_text=f"noise floor +/-{floor:.0%}{what}",
+            annotation_position="top left",
+            **where,
+        )
+
+
 def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculative") -> go.Figure:
     """Left: tokens/s against batch size per engine; right: speculative / plain speed-up
     (the dashed line at 1 is break-even), with the sweep's noise floor -- the widest
@@ -135,18 +151,7 @@ def batch_sweep_figure(df: Any, *, title: str = "Batch size: plain vs speculativ
             )
     fig.add_hline(y=1.0, line_dash="dash", line_color="black", row=1, col=2)
     floor = float(df["relative_range"].max()) if "relative_range" in df else math.nan
-    if math.isfinite(floor) and floor > 0:  # a speed-up inside the band decides nothing
-        fig.add_hrect(
-            y0=max(0.0, 1.0 - floor),
-            y1=1.0 + floor,
-            fillcolor=PALETTE["queued"],  # grey: undecided, as in speedup_figure
-            opacity=0.25,
-            line_width=0,
-            annotation_text=f"noise floor +/-{floor:.0%}",
-            annotation_position="top left",
-            row=1,
-            col=2,
-        )
+    _noise_band(fig, floor, row=1, col=2)
     for c in (1, 2):
         _level_axis(fig, df["batch_size"], "batch", row=1, col=c)
         fig.update_xaxes(title_text="batch size (rows)", row=1, col=c)
@@ -238,16 +243,7 @@ def speedup_figure(
                 )
             )
     floor = sweep.noise_floor(metrics[0]) if metrics else math.nan
-    if math.isfinite(floor) and floor > 0:  # a speed-up inside the band decides nothing
-        fig.add_hrect(
-            y0=max(0.0, 1.0 - floor),
-            y1=1.0 + floor,
-            fillcolor=PALETTE["queued"],  # grey: undecided
-            opacity=0.25,
-            line_width=0,
-            annotation_text=f"noise floor +/-{floor:.0%} ({_label(metrics[0]).split(' (')[0]})",
-            annotation_position="top left",
-        )
+    _noise_band(fig, floor, f" ({_label(metrics[0]).split(' (')[0]})" if metrics else "")
     fig.add_hline(
         y=1.0,
         line_dash="dash",

@@ -12,6 +12,8 @@ command each (``--n-samples`` / ``--prompts`` shrink them for a quick run)::
     .venv/bin/python scripts/audit_engines.py smollm2-<engine>-<mode>   # the SmolLM2 versions
     .venv/bin/python scripts/audit_engines.py smollm2-hf-draft-tv05  # sized for TV 0.05 at pos 2
     .venv/bin/python scripts/audit_engines.py smollm2-ort-draft-tv05 # (scripts/draft_tv05_prompt.py)
+    .venv/bin/python scripts/audit_engines.py hf-qwen-assisted-tv05  # the Qwen pair, sized the
+    .venv/bin/python scripts/audit_engines.py ort-qwen-draft-tv05    # same way (--pair qwen)
     .venv/bin/python scripts/audit_engines.py list
 
 Each runs :func:`specviz.audit.engine_audit` (A = the engine without speculation, B = with it;
@@ -20,16 +22,18 @@ temperature 1, no top-k/top-p, Holm at alpha 0.01), writes ``reports/audit/<name
 seconds, peak RSS and what else ran) and regenerates ``reports/audit/README.md``. An interrupted
 audit resumes from its raw file (rerun the same command; ``--fresh`` starts over).
 
-Sizes: ov-qwen-lookup is sized to see a TV of 0.05 at position 2 (4000 samples per arm on a
-prompt whose first two tokens have few likely values) and is the benchmark of that bar; the
-others run their speculative arm one request at a time and are smaller -- each report states
-the TV it could see at each position. smollm2-hf-draft-tv05 / smollm2-ort-draft-tv05 take their
-prompt, size and new tokens from the plan scripts/draft_tv05_prompt.py writes from the two
-models' own laws (prompt_choice.json in each folder: TV 0.05 at position 2, 90% power). The
-Qwen audits convert their models on
-first use (OpenVINO IR: int8 weights above 1B parameters unless weights= says otherwise, f16
-below; onnxruntime-genai int4) and load Qwen-size models: on a shared
-machine run them one at a time (e.g. each under ``flock /tmp/specviz-qwen.lock``).
+Sizes: ov-qwen-lookup runs 4000 samples per arm, both arms batched, and is the benchmark of
+"a Qwen-pair audit that sees TV 0.05 at position 2 within 20 minutes on 2 cores" (on its
+prompt the 1.5B model is nearly certain of its continuation, so it is not a test of the
+rejection path: smollm2-ov-lookup is). The others run their speculative arm one request at a
+time; each report states the TV it could see at each position. smollm2-hf-draft-tv05 /
+smollm2-ort-draft-tv05 and hf-qwen-assisted-tv05 / ort-qwen-draft-tv05 take their prompt, size
+and new tokens from the plan scripts/draft_tv05_prompt.py writes from the two models' own laws
+(prompt_choice.json in each folder: TV 0.05 at position 2, 90% power; ``--pair qwen`` for the
+Qwen pair). The Qwen audits convert their models on first use (OpenVINO IR: int8 weights above
+1B parameters unless weights= says otherwise, f16 below; onnxruntime-genai int4) and load
+Qwen-size models: on a shared machine run them one at a time (e.g. each under ``flock
+/tmp/specviz-qwen.lock``).
 """
 
 from __future__ import annotations
@@ -189,6 +193,24 @@ for engine, key, plain in (("transformers", "hf", ",batch=16"), ("onnxruntime", 
         b=f"{engine}:{SMOL},threads=1,draft={SMOL}@8",
         plan=CHOICE.name,
     )
+# The Qwen pair sized for TV 0.05 at position 2 the same way (scripts/draft_tv05_prompt.py
+# --pair qwen, the models' own laws in the audit's dtype). onnxruntime-genai samples with its
+# runtime's default top_k of 50 in both arms: with no cut its verifier builds a rejection's
+# residual in k x k steps over Qwen's 151,936-token vocabulary (docs/findings.md); the plan
+# is computed with the same cut (--top-k 50).
+AUDITS["hf-qwen-assisted-tv05"] = dict(
+    AUDITS["hf-qwen-assisted"],
+    title="transformers: Qwen2.5-Coder-1.5B without vs with assistant_model=0.5B (bf16), sized "
+    "for TV 0.05 at position 2",
+    plan=CHOICE.name,
+)
+AUDITS["ort-qwen-draft-tv05"] = dict(
+    AUDITS["ort-qwen-draft"],
+    title="onnxruntime-genai (int4): Qwen2.5-Coder-1.5B without vs with the 0.5B draft, top-k "
+    "50, sized for TV 0.05 at position 2",
+    plan=CHOICE.name,
+    top_k=50,
+)
 AUDITS["smollm2-ov-lookup"] = dict(
     title="OpenVINO GenAI: SmolLM2-135M without vs with prompt lookup",
     a=f"openvino:{SMOL},threads=1",
@@ -211,6 +233,12 @@ def run(name: str, args: argparse.Namespace) -> None:
         if not plan_file.is_file():
             raise SystemExit(f"{name}: no plan {plan_file}: run scripts/draft_tv05_prompt.py")
         plan = json.loads(plan_file.read_text())
+        planned_k = plan.get("sampling", {}).get("top_k")
+        if planned_k != spec.get("top_k"):
+            raise SystemExit(
+                f"{name}: the plan {plan_file} was computed with top_k={planned_k}, the audit "
+                f"samples with top_k={spec.get('top_k')}: rerun scripts/draft_tv05_prompt.py"
+            )
         spec = {**spec, "prompts": [plan["prompt"]], "n_samples": plan["n_per_arm"],
                 "max_tokens": plan["max_tokens"]}  # fmt: skip
     prompts = spec["prompts"][: args.prompts] if args.prompts else spec["prompts"]
@@ -235,6 +263,7 @@ def run(name: str, args: argparse.Namespace) -> None:
         n_samples=n,
         max_tokens=args.max_tokens or spec.get("max_tokens", 3),
         temperature=1.0,
+        top_k=spec.get("top_k"),
         alpha=0.01,
         tv_threshold=0.05,
         greedy_max_tokens=24,

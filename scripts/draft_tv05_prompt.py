@@ -28,6 +28,16 @@ position 2. It writes ``prompt_choice.json`` into both audits' folders; the audi
 prompt and size from it::
 
     .venv/bin/python scripts/draft_tv05_prompt.py
+
+``--pair qwen`` plans the Qwen pair's audits the same way (Qwen2.5-Coder-1.5B without vs with
+the 0.5B as the draft, the laws in bfloat16 as the transformers audit loads them, candidates
+from ``scripts/tv05_prompt.py``); ``--top-k K`` computes the laws with the same top-k cut in
+both arms (onnxruntime-genai's Qwen audit samples with top_k 50); ``--audits`` names the
+folders that take the plan::
+
+    .venv/bin/python scripts/draft_tv05_prompt.py --pair qwen --threads 2
+    .venv/bin/python scripts/draft_tv05_prompt.py --pair qwen --threads 2 --top-k 50 \
+        --audits ort-qwen-draft-tv05
 """
 
 from __future__ import annotations
@@ -79,25 +89,41 @@ CANDIDATES: list[tuple[str, str]] = [
     ("January, February, March, April,", "' May' then ','"),
     ("To be or not to be, that is the", "' question' then '.' / ':' / ','"),
 ]  # fmt: skip
-TARGET, DRAFT = "smollm2-135m", "smollm2-135m@8"
 COVER, MAX_FIRST = 0.999, 64  # first tokens expanded for the second token's law
 ACCEPT = (0.1, 0.98)  # speculation acts: accepted sometimes, rejected sometimes
 SIM_REPS, SIM_SHARE, SIM_STEP, SIM_MAX = 100, 0.9, 1.1, 4.0
-AUDITS = ("smollm2-hf-draft-tv05", "smollm2-ort-draft-tv05")
+# (target, draft, dtype, candidates, audits that take the plan) per pair; the Qwen pair's
+# candidates are scripts/tv05_prompt.py's coding prompts, written down for llama-server
+# before any law was seen. top_k: --top-k, the same cut in both arms (onnxruntime-genai's
+# verifier builds a rejection's residual in k x k steps: with k = Qwen's 151,936-token
+# vocabulary a rejection costs seconds, so its Qwen audit samples with its runtime's default
+# top_k of 50 in both arms).
+PAIRS: dict[str, dict[str, Any]] = {
+    "smollm2": dict(
+        target="smollm2-135m", draft="smollm2-135m@8", dtype="float32",
+        candidates=CANDIDATES, audits=("smollm2-hf-draft-tv05", "smollm2-ort-draft-tv05"),
+    ),
+    "qwen": dict(
+        target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b", dtype="bfloat16",
+        candidates=None, audits=("hf-qwen-assisted-tv05",),
+    ),
+}  # fmt: skip
 
 
-def predict(tok: Any, target: Any, draft: Any, prompt: str) -> dict[str, Any]:
+def predict(
+    tok: Any, target: Any, draft: Any, prompt: str, top_k: int | None = None
+) -> dict[str, Any]:
     """:func:`draft_plan` for one prompt from the two loaded models."""
     ids = tok(prompt, return_tensors="pt")["input_ids"]
-    p1, _ = next_token_laws(target, ids)
-    q1, _ = next_token_laws(draft, ids)
+    p1, _ = next_token_laws(target, ids, top_k=top_k)
+    q1, _ = next_token_laws(draft, ids, top_k=top_k)
     first: list[int] = []
     for t in np.argsort(-p1, kind="stable")[:MAX_FIRST]:
         first.append(int(t))
         if p1[first].sum() >= COVER:
             break
-    _, p2 = next_token_laws(target, ids, first)
-    _, q2 = next_token_laws(draft, ids, first)
+    _, p2 = next_token_laws(target, ids, first, top_k=top_k)
+    _, q2 = next_token_laws(draft, ids, first, top_k=top_k)
     row = draft_plan(p1, q1, first, p2, q2, decode=lambda t: tok.decode([t]))
     return {"prompt": prompt, "prompt_tokens": int(ids.shape[1]), **row}
 
@@ -142,17 +168,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("reports/audit"))
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--pair", choices=sorted(PAIRS), default="smollm2")
+    ap.add_argument("--top-k", type=int, default=None, help="the same cut in both arms")
+    ap.add_argument("--audits", nargs="+", default=None, help="folders that take the plan")
     args = ap.parse_args(argv)
+    pair = PAIRS[args.pair]
+    if pair["candidates"] is None:
+        from tv05_prompt import CANDIDATES as CODING
+
+        pair["candidates"] = CODING
+    audits = args.audits or pair["audits"]
     import torch
 
     from specviz.audit.engines.hf import load_bias_pair
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    tok, target, draft = load_bias_pair(TARGET, DRAFT, "float32")
+    tok, target, draft = load_bias_pair(pair["target"], pair["draft"], pair["dtype"])
     rows = []
-    for prompt, guess in CANDIDATES:
-        row = predict(tok, target, draft, prompt) | {"guess": guess}
+    for prompt, guess in pair["candidates"]:
+        row = predict(tok, target, draft, prompt, args.top_k) | {"guess": guess}
         rows.append(row)
         p1, p2 = row["position1"], row["position2"]
         print(
@@ -179,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             f"= {MARGIN} x that, rounded up to 50, raised by 10% steps until >= "
             f"{SIM_SHARE:.0%} of {SIM_REPS} simulated reports state TV <= {TV} at position 2"
         ),
-        "models": {"target": TARGET, "draft": DRAFT, "dtype": "float32"},
-        "sampling": {"temperature": 1.0, "top_k": None, "top_p": None},
+        "models": {"target": pair["target"], "draft": pair["draft"], "dtype": pair["dtype"]},
+        "sampling": {"temperature": 1.0, "top_k": args.top_k, "top_p": None},
         "prompt": best["prompt"],
         "n_per_arm": n,
         "n_analytic_planned": n0,
@@ -195,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": time.perf_counter() - t0,
         "candidates": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
     }
-    for name in AUDITS:
+    for name in audits:
         out = args.out / name
         out.mkdir(parents=True, exist_ok=True)
         (out / "prompt_choice.json").write_text(json.dumps(choice, indent=1), encoding="utf-8")

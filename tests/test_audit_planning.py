@@ -146,3 +146,38 @@ def test_choice_is_none_when_no_candidate_lets_speculation_act():
     assert script.choose([same, useless]) is None
     # the fixed laws above do qualify (acceptance 0.5 / 0.6 + uncovered 0.1 <= 0.98)
     assert script.choose([same, useless, plan() | {"prompt": "x"}])["prompt"] == "x"
+
+
+class _FixedLogits:
+    """A stand-in causal LM whose next-token logits are the same after any prefix."""
+
+    def __init__(self, logits):
+        import torch
+
+        self.logits = torch.tensor(logits, dtype=torch.float32)
+
+    def __call__(self, input_ids):
+        from types import SimpleNamespace
+
+        rows, length = input_ids.shape
+        return SimpleNamespace(logits=self.logits.expand(rows, length, -1))
+
+
+def test_next_token_laws_top_k_keeps_the_k_likeliest_and_renormalises():
+    import torch
+
+    model = _FixedLogits([2.0, 0.0, 1.0, -1.0, 1.0])
+    ids = torch.tensor([[0, 1]])
+    full, _ = planning.next_token_laws(model, ids)
+    law1, law2 = planning.next_token_laws(model, ids, [3, 4], top_k=2)
+    # the 2 likeliest logits are 2.0 and 1.0 -- the tie at 1.0 keeps both tokens 2 and 4,
+    # as transformers' top-k keeps ties at the k-th value
+    kept = full[[0, 2, 4]] / full[[0, 2, 4]].sum()
+    np.testing.assert_allclose(law1[[0, 2, 4]], kept)
+    assert law1[[1, 3]].sum() == 0.0
+    np.testing.assert_allclose(law2, np.vstack([law1, law1]))
+    # no cut: the plain softmax (the negative control: top_k changes the law)
+    np.testing.assert_allclose(full, torch.softmax(model.logits, -1).double().numpy(), rtol=1e-6)
+    assert np.abs(full - law1).sum() > 0.1
+    with pytest.raises(ValueError, match="top_k"):
+        planning.next_token_laws(model, ids, top_k=0)

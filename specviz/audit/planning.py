@@ -234,18 +234,32 @@ def draft_plan(
 
 
 def next_token_laws(
-    model: Any, ids: Any, extra: Sequence[int] = (), *, temperature: float = 1.0
+    model: Any,
+    ids: Any,
+    extra: Sequence[int] = (),
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """A transformers causal LM's law of the next token after ``ids`` (a 1 x L tensor) and,
     for each token t of ``extra``, after ``ids + [t]`` (one batched pass; None without
-    ``extra``): float64 numpy arrays, softmax of the float32 logits over ``temperature``."""
+    ``extra``): float64 numpy arrays, softmax of the float32 logits over ``temperature``,
+    then kept to the ``top_k`` likeliest tokens (ties at the k-th logit kept, as transformers'
+    top-k keeps them) and renormalised."""
     import torch
 
+    def law(logits: Any) -> np.ndarray:
+        if top_k is not None and top_k < logits.shape[-1]:
+            kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        return torch.softmax(logits, -1).double().numpy()
+
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
     with torch.no_grad():
         first = model(input_ids=ids).logits[0, -1].float() / temperature
         second = None
         if len(extra):
             batch = torch.cat([ids.repeat(len(extra), 1), torch.tensor(list(extra))[:, None]], 1)
             second = model(input_ids=batch).logits[:, -1].float() / temperature
-    law1 = torch.softmax(first, -1).double().numpy()
-    return law1, None if second is None else torch.softmax(second, -1).double().numpy()
+    return law(first), None if second is None else law(second)

@@ -105,9 +105,17 @@ PAIRS: dict[str, dict[str, Any]] = {
     ),
     "qwen": dict(
         target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b", dtype="bfloat16",
-        candidates=None, audits=("hf-qwen-assisted-tv05",),
+        candidates=None, audits=("hf-qwen-assisted-tv05",),  # None: the coding prompts
     ),
 }  # fmt: skip
+
+
+def coding_candidates() -> list[tuple[str, str]]:
+    """scripts/tv05_prompt.py's candidates (imported when asked for: it needs the scripts
+    folder on the path, which running a script gives)."""
+    from tv05_prompt import CANDIDATES as CODING
+
+    return CODING
 
 
 def predict(
@@ -173,10 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audits", nargs="+", default=None, help="folders that take the plan")
     args = ap.parse_args(argv)
     pair = PAIRS[args.pair]
-    if pair["candidates"] is None:
-        from tv05_prompt import CANDIDATES as CODING
-
-        pair["candidates"] = CODING
+    candidates = pair["candidates"] or coding_candidates()
     audits = args.audits or pair["audits"]
     import torch
 
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     tok, target, draft = load_bias_pair(pair["target"], pair["draft"], pair["dtype"])
     rows = []
-    for prompt, guess in pair["candidates"]:
+    for prompt, guess in candidates:
         row = predict(tok, target, draft, prompt, args.top_k) | {"guess": guess}
         rows.append(row)
         p1, p2 = row["position1"], row["position2"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from specviz.audit.engines import _parse, is_engine_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
 _spec = importlib.util.spec_from_file_location("audit_engines", ROOT / "scripts/audit_engines.py")
 script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(script)

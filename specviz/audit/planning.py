@@ -246,6 +246,8 @@ def next_token_laws(
     ``extra``): float64 numpy arrays, softmax of the float32 logits over ``temperature``,
     then kept to the ``top_k`` likeliest tokens (ties at the k-th logit kept, as transformers'
     top-k keeps them) and renormalised."""
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
     import torch
 
     def law(logits: Any) -> np.ndarray:
@@ -254,8 +256,6 @@ def next_token_laws(
             logits = logits.masked_fill(logits < kth, float("-inf"))
         return torch.softmax(logits, -1).double().numpy()
 
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
     with torch.no_grad():
         first = model(input_ids=ids).logits[0, -1].float() / temperature
         second = None

@@ -609,9 +609,10 @@ def coverage_verdict(cov: Any, *, alpha: float = 0.05) -> tuple[Any, str]:
     decided position: ``category``, ``prompt``, ``coverage``). Per category: the mean coverage
     of its positions and, in ``low`` / ``high``, a 95% jackknife t interval over its prompts
     (leave one prompt out, on the log of the share, Student's t at ``prompts - 1`` degrees of
-    freedom; an upper end past 1 is clipped to 1, so a ``high`` of 1.000 is that clip) -- with fewer than :data:`MIN_UNITS_FOR_CI` prompts the range of its prompts'
-    mean coverages instead (a bootstrap over 2 or 3 prompts returns little more than that
-    range, and calling it a 95% interval overstates it); the ``interval`` column says
+    freedom; an upper end past 1 is clipped to 1, so a ``high`` of 1.000 is that clip) --
+    with fewer than :data:`MIN_UNITS_FOR_CI` prompts the range of its prompts' mean coverages
+    instead (a bootstrap over 2 or 3 prompts returns little more than that range, and calling
+    it a 95% interval overstates it); the ``interval`` column says
     which, as :func:`interval_label` does (NaN bounds with one prompt). The verdict tests
     whether coverage -- the most a step can accept -- depends on the task: a Kruskal-Wallis
     test of the per-prompt mean coverages across categories. *supports* claim 2 when it

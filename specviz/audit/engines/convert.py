@@ -595,6 +595,10 @@ def openvino_model(name: str, *, weights: str = "f16", progress: bool = True) ->
         return dest
     _check_source(base)
     if not os.environ.get(_IN_CHILD):
+        # The safetensors folder first, in a child of its own: made inside the conversion
+        # child, its memory stayed with that process while the converter ran (1.8 GB of
+        # the 11.1 GB summed peak of onnxruntime-genai's int4 conversion of the 1.5B Qwen).
+        hf_folder(name, progress=progress)
         kw = {} if weights == "f16" else {"weights": weights}
         return _convert_in_child("openvino", name, kw, "openvino", progress, dest)
     hf = hf_folder(name, progress=progress)
@@ -650,10 +654,55 @@ _ORT_PROBE = textwrap.dedent(
     """
 )
 
+# The builder's own int4/int8 step (onnxruntime's MatMulNBitsQuantizer with the settings its
+# CPU builds use: blocks of 32, symmetric, accuracy level 4, MatMul weights only), run apart
+# on its fp32 model with each weight read from the external data file when it is quantized.
+# The builder itself quantizes a copy of the whole float32 graph while the transformers model
+# is still loaded (13.8 GB on the 1.5B Qwen); this way the peak is the fp32 build's (9.3 GB,
+# benchmarks/ort_quantize_memory.py) and the result is the same bytes
+# (tests/test_audit_onnx_quantize.py).
+_ORT_QUANTIZE = textwrap.dedent(
+    """
+    import os, sys, onnx
+    from onnx.external_data_helper import load_external_data_for_model
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    src, dst = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    bits, block = int(sys.argv[3]), int(sys.argv[4])
+    model = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+    here = os.getcwd()
+    os.chdir(src)  # the quantizer opens each weight's external file relative to this folder
+    q = MatMulNBitsQuantizer(
+        model=model, bits=bits, block_size=block, is_symmetric=True, accuracy_level=4,
+        nodes_to_exclude=[], quant_format=QuantFormat.QOperator,
+        op_types_to_quantize=("MatMul",), algo_config=None,
+    )
+    q.process()
+    out = q.model.model
+    weights = {t.name for t in out.graph.initializer}
+    left = [n.name for n in out.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    if left:
+        sys.exit(f"MatMul weights left unquantized: {left[:3]}")
+    load_external_data_for_model(out, src)  # the weights kept as they were (embeddings, norms)
+    os.chdir(here)
+    onnx.save_model(
+        out, os.path.join(dst, "model.onnx"), save_as_external_data=True,
+        all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0,
+    )
+    print(sum(n.op_type == "MatMulNBits" for n in out.graph.node))
+    """
+)
+_ORT_BITS = {"int4": 4, "int8": 8}
+_ORT_BLOCK = 32  # the builder's default block size
+_ORT_MODEL_FILES = ("model.onnx", "model.onnx.data")
+
 
 def onnx_model(name: str, *, precision: str = "fp32", progress: bool = True) -> Path:
     """An onnxruntime-genai folder for ``name`` (CPU execution provider, ``precision`` one of
-    fp32 / int4 / int8), made by its model builder once and cached."""
+    fp32 / int4 / int8), made by its model builder once and cached. int4 / int8 of a model
+    with an LM head of its own: the builder's fp32 model with its MatMul weights then
+    quantized as the builder quantizes them, in a process of its own (the same bytes at a
+    lower peak of memory: :func:`_ort_build_quantized`)."""
     if precision not in ("fp32", "int4", "int8"):
         raise ValueError(f"precision must be fp32, int4 or int8 on CPU, got {precision!r}")
     import_engine("onnxruntime_genai", "onnxruntime-genai", "onnxruntime")
@@ -664,20 +713,16 @@ def onnx_model(name: str, *, precision: str = "fp32", progress: bool = True) -> 
         return dest
     _check_source(base)
     if not os.environ.get(_IN_CHILD):
+        hf_folder(name, progress=progress)  # in a child of its own (see openvino_model)
         kw = {"precision": precision}
         return _convert_in_child("onnx", name, kw, "onnxruntime-genai", progress, dest)
     hf = hf_folder(name, progress=progress)
 
     def build(tmp: Path) -> None:
-        with tempfile.TemporaryDirectory(prefix="specviz-ort-") as scratch:
-            _run(
-                [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf),
-                 "-o", str(tmp), "-p", precision, "-e", "cpu", "-c", scratch],
-                "onnxruntime-genai", f"building the ONNX model of {name} (model builder)",
-            )  # fmt: skip
-        for need in ("genai_config.json", "model.onnx"):
-            if not (tmp / need).is_file():
-                raise EngineError(f"onnxruntime-genai: the builder wrote no {need} for {name}")
+        if precision == "fp32":
+            _ort_build(hf, tmp, name)
+        else:
+            _ort_build_quantized(hf, tmp, precision, name)
         prompt = _probe_ids(hf)
         out = _run(
             [sys.executable, "-c", _ORT_PROBE, str(tmp), json.dumps(prompt), str(_PROBE_TOKENS)],
@@ -687,6 +732,93 @@ def onnx_model(name: str, *, precision: str = "fp32", progress: bool = True) -> 
             _check_greedy("onnxruntime-genai", hf, prompt, json.loads(out.strip().splitlines()[-1]))
 
     return _cached(dest, build, progress, f"onnxruntime-genai {precision} model of {name}")
+
+
+def _ort_build(hf: Path, out: Path, name: str, precision: str = "fp32") -> None:
+    """onnxruntime-genai's model builder: ``hf``'s ONNX model for the CPU in ``out``."""
+    with tempfile.TemporaryDirectory(prefix="specviz-ort-") as scratch:
+        _run(
+            [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf),
+             "-o", str(out), "-p", precision, "-e", "cpu", "-c", scratch],
+            "onnxruntime-genai", f"building the ONNX model of {name} (model builder)",
+        )  # fmt: skip
+    for need in ("genai_config.json", *_ORT_MODEL_FILES):
+        if not (out / need).is_file():
+            raise EngineError(f"onnxruntime-genai: the builder wrote no {need} for {name}")
+
+
+def _ort_build_quantized(hf: Path, out: Path, precision: str, name: str) -> None:
+    """The builder's ``precision`` (int4 / int8) model of ``hf`` in ``out``: its fp32 build
+    quantized apart (:data:`_ORT_QUANTIZE`), or, for a model that ties its embedding to its
+    LM head, the builder's own quantization, which shares the quantized LM head with the
+    embedding (a ``GatherBlockQuantized`` the step apart does not make)."""
+    import transformers
+
+    if getattr(transformers.AutoConfig.from_pretrained(hf), "tie_word_embeddings", False):
+        _ort_build(hf, out, name, precision)
+        return
+    fp32 = out / "fp32-build"
+    _ort_build(hf, fp32, name)
+    _ort_quantize(fp32, out, precision, name)
+    shutil.rmtree(fp32)
+
+
+def _ort_quantize(src: Path, dst: Path, precision: str, name: str, block: int = _ORT_BLOCK) -> None:
+    """``src``'s fp32 model with its MatMul weights quantized to ``precision`` (int4 / int8)
+    in ``dst``, beside copies of ``src``'s other files (config, tokenizer)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    _run(
+        [sys.executable, "-c", _ORT_QUANTIZE, str(src), str(dst), str(_ORT_BITS[precision]),
+         str(block)],
+        "onnxruntime-genai", f"quantizing the ONNX model of {name} to {precision}",
+    )  # fmt: skip
+    for f in src.iterdir():
+        if f.name not in _ORT_MODEL_FILES and f.is_file():
+            shutil.copy2(f, dst / f.name)
+
+
+def ort_model_differences(a: Path, b: Path) -> list[str]:
+    """What differs between two onnxruntime-genai folders: ``nodes``, ``initializers`` (names,
+    types, shapes, places in the data file), ``opsets``, ``graph inputs/outputs``, ``weight
+    bytes``, and the names of other files of ``b`` that ``a`` lacks or holds otherwise."""
+    import onnx
+
+    ma = onnx.load(str(a / "model.onnx"), load_external_data=False)
+    mb = onnx.load(str(b / "model.onnx"), load_external_data=False)
+
+    def nodes(m):
+        return [
+            (n.op_type, n.domain, list(n.input), list(n.output),
+             sorted((x.name, str(onnx.helper.get_attribute_value(x))) for x in n.attribute))
+            for n in m.graph.node
+        ]  # fmt: skip
+
+    def weights(m):
+        return sorted(
+            (t.name, t.data_type, list(t.dims),
+             [(e.key, e.value) for e in t.external_data if e.key != "location"])
+            for t in m.graph.initializer
+        )  # fmt: skip
+
+    out = []
+    if nodes(ma) != nodes(mb):
+        out.append("nodes")
+    if weights(ma) != weights(mb):
+        out.append("initializers")
+    if [(o.domain, o.version) for o in ma.opset_import] != [
+        (o.domain, o.version) for o in mb.opset_import
+    ]:
+        out.append("opsets")
+    if list(ma.graph.input) != list(mb.graph.input) or list(ma.graph.output) != list(
+        mb.graph.output
+    ):
+        out.append("graph inputs/outputs")
+    if (a / "model.onnx.data").read_bytes() != (b / "model.onnx.data").read_bytes():
+        out.append("weight bytes")
+    for f in sorted(p.name for p in b.iterdir() if not p.name.startswith("model.onnx")):
+        if not (a / f).is_file() or (a / f).read_bytes() != (b / f).read_bytes():
+            out.append(f)
+    return out
 
 
 def onnx_speculative_folder(target: Path, draft: Path, *, max_draft_tokens: int = 3) -> Path:

@@ -14,6 +14,8 @@ test_audit_engines.py.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from _engine_memo import Memo
 
@@ -110,9 +112,12 @@ def test_bad_weights_and_mismatched_arms_are_refused_before_loading(tmp_path):
             engine_from_spec("openvino:smollm2-135m,weights=int8"),
             engine_from_spec("openvino:smollm2-135m,draft=target"),
         )
-    # weights=f16 is the default route of a model this size, named: no mismatch
+    # weights=f16 is the default route of a model this size, named: no mismatch, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small_f16 = engine_from_spec("openvino:smollm2-135m,weights=f16")
     check_same_numerics(
-        engine_from_spec("openvino:smollm2-135m,weights=f16"),
+        small_f16,
         engine_from_spec("openvino:smollm2-135m,draft=target"),
     )
     ir = tmp_path / "ir"
@@ -142,7 +147,8 @@ def test_int8_is_the_default_above_a_billion_parameters_and_the_spec_says_so(tmp
     assert engine_from_spec(pair + ",weights=int8").spec == big.spec  # the same raw-file key
     # the two arms of a default audit agree; an f16 arm against a default one is refused
     check_same_numerics(engine_from_spec("openvino:qwen2.5-coder-1.5b,batch=32"), big)
-    f16 = engine_from_spec("openvino:qwen2.5-coder-1.5b,threads=2,batch=32,weights=f16")
+    with pytest.warns(UserWarning, match=r"weights=f16 for qwen2.5-coder-1.5b.*holds f16"):
+        f16 = engine_from_spec("openvino:qwen2.5-coder-1.5b,threads=2,batch=32,weights=f16")
     with pytest.raises(ValueError, match=r"the two arms differ in weights \(f16 vs int8\)"):
         check_same_numerics(f16, big)
     # f16 named: a spec without weights=, the key every f16 raw file was written with

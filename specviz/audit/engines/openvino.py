@@ -41,6 +41,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,13 @@ class OpenVINOEngine(Engine):
         elif ir_folder(self.model) is None:
             # not given: the target's size decides, for its draft too (default_weights)
             self.weights = default_weights(self.model)
+        if self.weights == "f16" and default_weights(self.model) == "int8":
+            warnings.warn(
+                f"openvino: weights=f16 for {self.model}, a model above a billion parameters: "
+                f"the CPU plugin holds f16 weights as f32 (the 1.5B Qwen with its 0.5B draft "
+                f"peaked at 12.6-16.2 GB); without weights= it converts to int8 (5.2 GB)",
+                stacklevel=2,
+            )
         # The spec (the raw file's key, the report's name) names int8 weights and never f16:
         # a spec without weights= means f16 in every raw file written before int8 became the
         # default above 1B parameters, so those files keep their key and meaning.

@@ -182,7 +182,7 @@ SMALL_PRINTS: dict[str, tuple[list[str], list[str]]] = {  # (must print, must no
             "Claim 4 verdict (closed loop, throughput): ",
             "Claim 5 verdict (closed loop): ",
             "Claim 12 verdict (closed loop, throughput): ",
-            "fallback policy: plain decoding above 1 rows (max batch 2)",
+            "fallback policy: plain decoding above 1 row (max batch 2)",
             "Claim 4 verdict (what-if, LOSSY, closed loop): ",
             "Why: the batched early-exit draft took ",
             # issue 27: noise floors from repeats; 07 and 09 reconciled on screen

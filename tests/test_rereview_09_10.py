@@ -55,7 +55,7 @@ def test_a_gain_beyond_the_floor_above_batch_1_sets_the_threshold():
     assert "no gain" not in line and "so that is the threshold" in line
     # clipped below what paid (a server of 2 rows), the line says so
     clipped = describe_fallback(BS09, fallback_batch(BS09, 2), 2)
-    assert clipped.startswith("fallback policy: plain decoding above 1 rows (max batch 2)")
+    assert clipped.startswith("fallback policy: plain decoding above 1 row (max batch 2)")
     assert "clipped to 1" in clipped
 
 

@@ -565,7 +565,8 @@ def describe_fallback(bs: Any, fallback: int, max_batch: int, *, noise: float | 
     nums = ", ".join(f"{s:.2f}x" for s in x.speedups)
     where = f"({nums} at batch {', '.join(f'{lv:g}' for lv in x.levels)}; {floor})"
     up = pays_up_to(bs, noise=noise)
-    head = f"fallback policy: plain decoding above {fallback} rows (max batch {max_batch}); "
+    rows = "row" if fallback == 1 else "rows"
+    head = f"fallback policy: plain decoding above {fallback} {rows} (max batch {max_batch}); "
     if not at["paid"]:
         return (
             head + f"the batch sweep measured no gain beyond the noise floor at any batch size "

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import psutil
+from tree_rss import summed_rss  # benchmarks/ (the script's folder is on the path)
 
 _ROUTE = r"""
 import sys
@@ -42,13 +43,7 @@ def _peak(cmd: list[str]) -> tuple[float, float]:
     proc = subprocess.Popen(cmd)
     root, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
-        rss = 0
-        try:
-            for p in [root, *root.children(recursive=True)]:
-                rss += p.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-        peak = max(peak, rss)
+        peak = max(peak, summed_rss(root)[0])
         time.sleep(0.2)
     if proc.wait() != 0:
         raise SystemExit(f"{cmd[-1]} route failed (exit status {proc.returncode})")

@@ -23,6 +23,22 @@ import psutil
 GIB = 2**30
 
 
+def summed_rss(root: psutil.Process) -> tuple[int, list[psutil.Process]]:
+    """The summed resident bytes of ``root`` and its descendants, and those processes (none
+    once ``root`` has gone); a process that ends meanwhile counts as nothing."""
+    try:
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0, []
+    rss = 0
+    for p in tree:
+        try:
+            rss += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return rss, tree
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log", type=Path, required=True)
@@ -45,16 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     peak, peak_at, last_census = 0, 0.0, -60.0
     loads: list[float] = []
     while proc.poll() is None:
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
+        rss, tree = summed_rss(root)
+        if not tree:
             break
-        rss = 0
-        for p in tree:
-            try:
-                rss += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
         if rss > peak:
             peak, peak_at = rss, time.perf_counter() - t0
         now = time.perf_counter() - t0

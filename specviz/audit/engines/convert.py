@@ -690,7 +690,6 @@ _ORT_QUANTIZE = textwrap.dedent(
         out, os.path.join(dst, "model.onnx"), save_as_external_data=True,
         all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0,
     )
-    print(sum(n.op_type == "MatMulNBits" for n in out.graph.node))
     """
 )
 _ORT_BITS = {"int4": 4, "int8": 8}
